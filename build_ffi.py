@@ -1,0 +1,107 @@
+# SPDX-License-Identifier: MIT
+"""CFFI (API mode, out-of-line) builder for ``tensorffi._native``.
+
+The declarations are read from ``cdefs/`` in the order below; the C sources in
+``csrc/`` are compiled as real translation units behind the one public header
+``csrc/tensorffi.h``. Strict warnings (``-Wall -Wextra -Werror``) are applied to this
+extension only, never through global CFLAGS, so a declaration in ``cdefs/`` that
+disagrees with ``csrc/tensorffi.h`` fails the build instead of crashing later.
+
+Environment:
+    TENSORFFI_NATIVE=1   compile for this machine (``-march=native``); the default
+                         build is portable x86-64 and picks SIMD paths at run time.
+    TENSORFFI_DEBUG=1    ``-O0 -g`` instead of ``-O3``.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sysconfig
+from pathlib import Path
+
+from cffi import FFI
+
+ROOT = Path(__file__).resolve().parent
+CDEF_DIR = ROOT / "cdefs"
+CSRC_DIR = ROOT / "csrc"
+
+# Order matters: types before their users, callbacks last (they use every module's
+# types). tests/test_build.py fails if a file in cdefs/ is missing from this list.
+CDEF_ORDER = [
+    "core.h",  # status codes, errors, build facts, self-test kernels
+    "signal.h",  # IIR filtering
+    "physics.h",  # particle simulation
+    "parse.h",  # numeric CSV parsing
+    "callbacks.h",  # extern "Python" progress/cancellation
+]
+
+
+def package_version() -> str:
+    text = (ROOT / "tensorffi" / "_version.py").read_text()
+    match = re.search(r'^__version__\s*=\s*"([^"]+)"', text, re.M)
+    if not match:
+        raise RuntimeError("tensorffi/_version.py has no __version__")
+    return match.group(1)
+
+
+def read_cdefs() -> str:
+    return "\n".join((CDEF_DIR / name).read_text() for name in CDEF_ORDER)
+
+
+def compile_flags(native: bool, debug: bool) -> list[str]:
+    flags = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-fno-strict-aliasing", "-pthread"]
+    flags += ["-O0", "-g"] if debug else ["-O3"]
+    if native:
+        flags.append("-march=native")
+    return flags
+
+
+def _c_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+NATIVE = os.environ.get("TENSORFFI_NATIVE", "") in ("1", "true", "yes")
+DEBUG = os.environ.get("TENSORFFI_DEBUG", "") in ("1", "true", "yes")
+FLAGS = compile_flags(NATIVE, DEBUG)
+COMPILER = sysconfig.get_config_var("CC") or "cc"
+
+def cdefs_accessor(text: str) -> tuple[str, str]:
+    """Declaration and definition of ``tf_cdefs()``, which returns the cdef text.
+
+    The bridge re-reads the declarations at run time (cffi's types drop ``const``);
+    compiling them into the module keeps an installed package self-contained.
+    """
+    literal = "".join(
+        '"' + line.replace("\\", "\\\\").replace('"', '\\"') + '\\n"\n' for line in text.splitlines()
+    )
+    return (
+        "const char *tf_cdefs(void);",
+        "static const char *tf_cdefs(void) {\n    return\n" + literal + "    ;\n}\n",
+    )
+
+
+CDEFS = read_cdefs()
+_ACCESSOR_DECL, _ACCESSOR_DEF = cdefs_accessor(CDEFS)
+
+ffibuilder = FFI()
+ffibuilder.cdef(CDEFS + "\n" + _ACCESSOR_DECL)
+ffibuilder.set_source(
+    "tensorffi._native",
+    '#include "tensorffi.h"\n' + _ACCESSOR_DEF,
+    sources=sorted(str(p.relative_to(ROOT)) for p in CSRC_DIR.glob("*.c")),
+    include_dirs=[str(CSRC_DIR.relative_to(ROOT))],
+    define_macros=[
+        ("TF_VERSION_STR", _c_string(package_version())),
+        ("TF_COMPILER_STR", _c_string(COMPILER.split()[0])),
+        ("TF_FLAGS_STR", _c_string(" ".join(FLAGS))),
+        ("TF_NATIVE_BUILD", "1" if NATIVE else "0"),
+    ],
+    extra_compile_args=FLAGS,
+    extra_link_args=["-pthread"],
+    libraries=["m"],
+)
+
+if __name__ == "__main__":
+    # Developer shortcut: build in place (``python build_ffi.py``).
+    os.chdir(ROOT)
+    ffibuilder.compile(verbose=True)

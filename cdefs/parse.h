@@ -1,0 +1,2 @@
+/* SPDX-License-Identifier: MIT */
+/* parse: declarations mirrored from csrc/tensorffi.h (section "parse"). */

@@ -1,0 +1,2 @@
+/* SPDX-License-Identifier: MIT */
+/* signal: declarations mirrored from csrc/tensorffi.h (section "signal"). */

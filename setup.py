@@ -1,0 +1,1 @@
+from setuptools import setup; setup(cffi_modules=["build_ffi.py:ffibuilder"])  # noqa: E702

@@ -1,0 +1,62 @@
+# SPDX-License-Identifier: MIT
+"""tensorffi: C code callable on PyTorch tensors and NumPy arrays — zero-copy and checked.
+
+>>> import torch, tensorffi
+>>> x = torch.ones(4)
+>>> tensorffi.core.scale_(x, 3.0)
+>>> x.tolist()
+[3.0, 3.0, 3.0, 3.0]
+"""
+from __future__ import annotations
+
+from . import core, errors
+from ._version import __version__
+from .bridge import Struct, strided
+from .byo import cache_dir, compile, load
+from .contract import parse_contract
+from .core import get_num_threads, info, set_num_threads
+from .errors import (
+    ArgumentOverflowError,
+    ArgumentTypeError,
+    BuildError,
+    CancelledError,
+    ContractError,
+    DeviceError,
+    DTypeError,
+    LayoutError,
+    NativeError,
+    ParseError,
+    ShapeError,
+    TensorFFIError,
+    WritabilityError,
+)
+from .library import Library
+
+__all__ = [
+    "__version__",
+    "core",
+    "errors",
+    "info",
+    "get_num_threads",
+    "set_num_threads",
+    "load",
+    "compile",
+    "cache_dir",
+    "Library",
+    "Struct",
+    "strided",
+    "parse_contract",
+    "TensorFFIError",
+    "DTypeError",
+    "ArgumentTypeError",
+    "DeviceError",
+    "LayoutError",
+    "WritabilityError",
+    "ShapeError",
+    "ArgumentOverflowError",
+    "ContractError",
+    "BuildError",
+    "NativeError",
+    "CancelledError",
+    "ParseError",
+]

@@ -1,0 +1,55 @@
+# SPDX-License-Identifier: MIT
+"""The native module: loaded once, version-checked, its functions bound on demand."""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Callable
+
+from ._decl import parse_declarations
+from ._version import __version__
+
+try:
+    from . import _native  # type: ignore[attr-defined]
+except ImportError as exc:  # pragma: no cover - exercised only on broken installs
+    raise ImportError(
+        "tensorffi's native module (tensorffi._native) is not built or cannot be loaded: "
+        f"{exc}. Install the package with 'pip install .' (or 'pip install -e .' for "
+        "development) so that build_ffi.py compiles it."
+    ) from exc
+
+ffi: Any = _native.ffi
+lib: Any = _native.lib
+
+_built = ffi.string(lib.tf_version()).decode()
+if _built != __version__:  # pragma: no cover - exercised with a stale build in test_build
+    raise ImportError(
+        f"tensorffi._native was built for version {_built}, but the Python package is "
+        f"{__version__}: the in-place build is stale. Rebuild it with 'pip install -e .'."
+    )
+
+DECLS = parse_declarations(ffi.string(lib.tf_cdefs()).decode())
+
+
+def last_error() -> str:
+    """The calling thread's last native error message."""
+    return ffi.string(lib.tf_last_error()).decode("utf-8", "replace")
+
+
+@lru_cache(maxsize=None)
+def native(name: str, contract: str | None = None) -> Callable[..., Any]:
+    """Bind native function ``name`` through the bridge, with an optional contract.
+
+    Every fallible native function returns a status (0 = ok); a failure raises the
+    exception for that status with the thread-local message.
+    """
+    from .bridge import bind_function
+    from .contract import parse_contract
+
+    return bind_function(
+        ffi,
+        getattr(lib, name),
+        DECLS.functions[name],
+        parse_contract(contract),
+        default_returns="status",
+        error_message=last_error,
+    )

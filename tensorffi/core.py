@@ -1,0 +1,111 @@
+# SPDX-License-Identifier: MIT
+"""Build facts, threads, and the bridge's own example kernels."""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from ._callbacks import CallbackScope
+from ._lib import DECLS, ffi, last_error, lib, native
+from ._version import __version__
+from .bridge import Struct
+from .library import Library
+
+#: The native library's functions bound through the bridge without contracts
+#: (``int`` results are statuses). Kernel modules bind with contracts instead.
+raw = Library(ffi, lib, DECLS, default_returns="status", error_message=last_error, description="tensorffi._native")
+
+_threads = threading.local()
+_default_threads: list[int | None] = [None]
+
+
+def get_num_threads() -> int:
+    """Threads our kernels use: set_num_threads(), else $TENSORFFI_NUM_THREADS, else all CPUs."""
+    n = getattr(_threads, "n", None) or _default_threads[0]
+    if n:
+        return n
+    env = os.environ.get("TENSORFFI_NUM_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return int(lib.tf_cpu_count())
+
+
+def set_num_threads(n: int | None) -> None:
+    """Set the thread count of tensorffi's kernels for the whole process (None: default)."""
+    if n is not None and (not isinstance(n, int) or n < 1):
+        raise ValueError(f"set_num_threads expects a positive integer or None, got {n!r}")
+    _default_threads[0] = n
+
+
+def resolve_threads(threads: int | None) -> int:
+    """A kernel's ``threads=`` argument: None means get_num_threads()."""
+    if threads is None:
+        return get_num_threads()
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
+    return threads
+
+
+def info() -> dict[str, Any]:
+    """Version and build facts of the native module.
+
+    >>> import tensorffi
+    >>> sorted(tensorffi.info())[:3]
+    ['build_flags', 'compiler', 'cpu_count']
+    """
+    level = int(lib.tf_simd_level())
+    return {
+        "version": __version__,
+        "native_version": ffi.string(lib.tf_version()).decode(),
+        "compiler": ffi.string(lib.tf_build_compiler()).decode(),
+        "build_flags": ffi.string(lib.tf_build_flags()).decode(),
+        "native_build": bool(lib.tf_build_native()),
+        "simd": ffi.string(lib.tf_simd_name(level)).decode(),
+        "cpu_count": int(lib.tf_cpu_count()),
+        "threads": get_num_threads(),
+    }
+
+
+def struct(type_name: str, **fields: Any) -> Struct:
+    """A struct of the native library whose pointer fields may hold tensors."""
+    return Struct(ffi, DECLS, type_name, **fields)
+
+
+# ---- the bridge's example kernels (used by tests, the demo and benchmarks) ----
+
+scale_ = native("tf_core_scale_f32", "x: [n]")
+scale_.__doc__ = """x *= a, in place, for a float32 tensor or array (a bridge example).
+
+>>> import torch, tensorffi
+>>> x = torch.ones(3); tensorffi.core.scale_(x, 2.0); x.tolist()
+[2.0, 2.0, 2.0]
+"""
+
+axpy_ = native("tf_core_axpy_f64", "x: [n]; y: [n]")
+axpy_.__doc__ = """y += a * x for float64 vectors of the same length (a bridge example)."""
+
+iota = native("tf_core_iota_i64", "x: out [n]")
+iota.__doc__ = """A new int64 tensor [0, 1, ..., n-1]: ``iota(n=5)`` (an out-allocation example)."""
+
+_span_sum = native("tf_core_span_sum", "out: out [1]")
+
+
+def span_sum(span: Struct) -> float:
+    """Sum of the float32 values a ``tf_core_span`` struct points to."""
+    return float(_span_sum(span)[0])
+
+
+_count = native("tf_core_count", "reached: out [1]")
+
+
+def count(total: int, steps: int, progress: Any = None) -> int:
+    """Count to ``total`` in ``steps`` C-side steps, reporting each (a callback example).
+
+    >>> import tensorffi
+    >>> tensorffi.core.count(100, 4)
+    100
+    """
+    with CallbackScope(progress) as scope:
+        reached = scope.call(_count, total, steps, scope.fn, scope.handle)
+    return int(reached[0])

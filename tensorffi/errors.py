@@ -1,0 +1,151 @@
+# SPDX-License-Identifier: MIT
+"""Everything that can go wrong, in one place.
+
+Every exception tensorffi raises derives from :class:`TensorFFIError` and also from
+the builtin a caller would catch for that kind of mistake (``TypeError`` for a
+wrong dtype, ``ValueError`` for a wrong shape or malformed text, ``OverflowError``
+for a scalar that does not fit its C type, ``RuntimeError`` for a native failure).
+"""
+from __future__ import annotations
+
+
+class TensorFFIError(Exception):
+    """Base class of all tensorffi errors."""
+
+
+class DTypeError(TensorFFIError, TypeError):
+    """An array's element type does not match the C type it is passed as."""
+
+
+class ArgumentTypeError(TensorFFIError, TypeError):
+    """An argument is of a kind the parameter cannot take (a list for a pointer...)."""
+
+
+class DeviceError(TensorFFIError, ValueError):
+    """A tensor is not in CPU memory (CUDA, meta, fake): C cannot read it."""
+
+
+class LayoutError(TensorFFIError, ValueError):
+    """A buffer C writes is not contiguous, is expanded, overlaps itself or is sparse."""
+
+
+class WritabilityError(TensorFFIError, ValueError):
+    """C would write into a read-only array or a tensor that requires grad."""
+
+
+class ShapeError(TensorFFIError, ValueError):
+    """Sizes do not agree with the function's contract."""
+
+
+class ArgumentOverflowError(TensorFFIError, OverflowError):
+    """A Python integer does not fit the C integer type of its parameter."""
+
+
+class ContractError(TensorFFIError, ValueError):
+    """A contract string is malformed or does not match the C declaration."""
+
+
+class BuildError(TensorFFIError, RuntimeError):
+    """Compiling or loading user C code failed (the compiler output is attached)."""
+
+
+class NativeError(TensorFFIError, RuntimeError):
+    """A C function reported a failure. ``code`` is its status, ``function`` its name."""
+
+    def __init__(self, message: str, code: int = 0, function: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.function = function
+
+
+class InvalidArgumentError(NativeError, ValueError):
+    """TF_EINVAL: the C function rejected an argument's value."""
+
+
+class NativeShapeError(NativeError, ValueError):
+    """TF_ESHAPE: the C function found sizes that do not agree."""
+
+
+class NativeTypeError(NativeError, TypeError):
+    """TF_ETYPE: unsupported element type."""
+
+
+class NativeMemoryError(NativeError, MemoryError):
+    """TF_ENOMEM: a C-side allocation failed."""
+
+
+class NativeOverflowError(NativeError, OverflowError):
+    """TF_EOVERFLOW: a value does not fit its type."""
+
+
+class CancelledError(NativeError):
+    """TF_EINTERRUPTED: the computation was stopped by a callback (cancellation)."""
+
+
+class NativeIOError(NativeError, OSError):
+    """TF_EIO: an operating-system I/O call failed."""
+
+
+class ParseError(NativeError, ValueError):
+    """Malformed text. ``line`` and ``column`` are 1-based, ``offset`` a 0-based byte offset."""
+
+    def __init__(
+        self,
+        message: str,
+        code: int = -5,
+        function: str = "",
+        *,
+        line: int = 0,
+        column: int = 0,
+        offset: int = 0,
+        text: str = "",
+    ) -> None:
+        super().__init__(message, code, function)
+        self.line = line
+        self.column = column
+        self.offset = offset
+        self.text = text
+
+
+# TF_E* status code -> exception class (codes from csrc/tensorffi.h).
+CODE_CLASSES: dict[int, type[NativeError]] = {
+    -1: InvalidArgumentError,
+    -2: NativeShapeError,
+    -3: NativeTypeError,
+    -4: NativeMemoryError,
+    -5: ParseError,
+    -6: NativeOverflowError,
+    -7: CancelledError,
+    -8: NativeError,
+    -9: NativeIOError,
+    -10: NativeError,
+}
+
+CODE_NAMES = {
+    0: "TF_OK",
+    -1: "TF_EINVAL",
+    -2: "TF_ESHAPE",
+    -3: "TF_ETYPE",
+    -4: "TF_ENOMEM",
+    -5: "TF_EPARSE",
+    -6: "TF_EOVERFLOW",
+    -7: "TF_EINTERRUPTED",
+    -8: "TF_ECALLBACK",
+    -9: "TF_EIO",
+    -10: "TF_EINTERNAL",
+}
+
+
+def error_for_status(code: int, function: str, message: str = "") -> NativeError:
+    """The exception for a non-zero status ``code`` returned by C function ``function``."""
+    cls = CODE_CLASSES.get(code, NativeError)
+    name = CODE_NAMES.get(code, f"status {code}")
+    text = message or f"{function} failed"
+    return cls(f"{text} [{name}]", code, function)
+
+
+__all__ = [
+    name
+    for name, obj in list(globals().items())
+    if isinstance(obj, type) and issubclass(obj, Exception)
+] + ["error_for_status", "CODE_CLASSES", "CODE_NAMES"]

@@ -1,0 +1,104 @@
+# SPDX-License-Identifier: MIT
+"""A C library whose functions are bound through the bridge."""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from ._decl import Declarations
+from .bridge import BoundFunction, Struct
+from .contract import parse_contract
+from .errors import ContractError
+
+SHIM_PREFIX = "_tfs_"
+
+
+def has_array_params(decl: Any) -> bool:
+    return any(p.type.dtype is not None and p.type.pointer_depth == 1 for p in decl.params)
+
+
+class Library:
+    """The functions of a C library, each checked by the bridge.
+
+    Attributes are the bound functions (``lib.process_data(t, t.numel())``); ``raw``
+    is the underlying cffi library and ``ffi`` its FFI, for what the bridge does not
+    cover. Create instances with :func:`tensorffi.load` or :func:`tensorffi.compile`.
+    """
+
+    def __init__(
+        self,
+        ffi: Any,
+        raw: Any,
+        decls: Declarations,
+        contracts: Mapping[str, str] | None = None,
+        *,
+        shim_lookup: Callable[[str], Any] | None = None,
+        default_returns: str = "value",
+        error_message: Callable[[], str] | None = None,
+        reopen: tuple[Callable[..., "Library"], tuple[Any, ...], dict[str, Any]] | None = None,
+        description: str = "",
+    ) -> None:
+        self.ffi = ffi
+        self.raw = raw
+        self.declarations = decls
+        self._shim_lookup = shim_lookup
+        self._contracts = dict(contracts or {})
+        self._default_returns = default_returns
+        self._error_message = error_message
+        self._reopen = reopen
+        self._description = description
+        self._bound: dict[str, Callable[..., Any]] = {}
+        unknown = set(self._contracts) - set(decls.functions)
+        if unknown:
+            raise ContractError(f"contracts name functions that are not declared: {', '.join(sorted(unknown))}")
+        for name in decls.functions:
+            if not name.startswith(SHIM_PREFIX):
+                self._bind(name)
+
+    def _bind(self, name: str) -> Callable[..., Any]:
+        decl = self.declarations.functions[name]
+        # A shim is the same function with its array pointers taken as intptr_t, so the
+        # bridge passes data_ptr() integers and skips one ffi.cast per pointer.
+        use_shim = self._shim_lookup is not None and has_array_params(decl) and not decl.variadic
+        cfunc = self._shim_lookup(name) if use_shim else getattr(self.raw, name)
+        bound = BoundFunction(
+            self.ffi,
+            cfunc,
+            decl,
+            parse_contract(self._contracts.get(name)),
+            pointers_as_int=use_shim,
+            default_returns=self._default_returns,
+            error_message=self._error_message,
+        ).call
+        self._bound[name] = bound
+        return bound
+
+    @property
+    def functions(self) -> dict[str, Callable[..., Any]]:
+        """The bound functions, by name."""
+        return dict(self._bound)
+
+    def struct(self, type_name: str, **fields: Any) -> Struct:
+        """A new zeroed struct ``type_name``; pointer fields accept tensors (kept alive)."""
+        return Struct(self.ffi, self.declarations, type_name, **fields)
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        bound = self.__dict__.get("_bound")
+        if bound is not None and name in bound:
+            return bound[name]
+        raise AttributeError(f"{self!r} declares no function {name!r}")
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(self._bound))
+
+    def __repr__(self) -> str:
+        return f"<tensorffi.Library {self._description or '?'}: {len(self._bound)} functions>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self._reopen is None:
+            raise TypeError(f"{self!r} cannot be pickled: it was not created by tensorffi.load() or compile()")
+        fn, args, kwargs = self._reopen
+        return (_reopen, (fn, args, kwargs))
+
+
+def _reopen(fn: Callable[..., Library], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Library:
+    return fn(*args, **kwargs)
