@@ -41,6 +41,10 @@ int tf_core_rowsum_f64(const double *a, int64_t rows, int64_t cols, int64_t lda,
 int tf_core_iota_i64(int64_t *x, int64_t n);
 void tf_core_spin_ms(int ms);
 
+/* Waits (spinning, GIL released) until *flag != 0; TF_EINTERRUPTED after timeout_ms.
+ * Another Python thread can only set the flag if this call released the GIL. */
+int tf_core_wait_flag(const int32_t *flag, int timeout_ms);
+
 typedef struct tf_core_span {
     const float *data;
     int64_t n;

@@ -186,6 +186,18 @@ void tf_core_spin_ms(int ms) {
     }
 }
 
+int tf_core_wait_flag(const int32_t *flag, int timeout_ms) {
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == 0) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        double el = (double)(t.tv_sec - t0.tv_sec) * 1e3 + (double)(t.tv_nsec - t0.tv_nsec) * 1e-6;
+        if (el >= timeout_ms)
+            return tf_error(TF_EINTERRUPTED, "tf_core_wait_flag: flag not set within %d ms", timeout_ms);
+    }
+    return TF_OK;
+}
+
 int tf_core_span_sum(const tf_core_span *span, double *out) {
     if (!span || (!span->data && span->n > 0))
         return tf_error(TF_EINVAL, "tf_core_span_sum: span has no data");

@@ -80,6 +80,10 @@ int tf_core_iota_i64(int64_t *x, int64_t n);
 /* Busy-waits for `ms` milliseconds without touching Python (GIL-release test). */
 void tf_core_spin_ms(int ms);
 
+/* Waits (spinning, GIL released) until *flag != 0; TF_EINTERRUPTED after timeout_ms.
+ * Another Python thread can only set the flag if this call released the GIL. */
+int tf_core_wait_flag(const int32_t *flag, int timeout_ms);
+
 /* A struct that carries pointers: proves that the bridge keeps tensors placed in a
  * struct alive for as long as the struct lives. */
 typedef struct tf_core_span {

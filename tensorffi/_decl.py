@@ -110,6 +110,16 @@ class CType:
         return ELEMENT_DTYPES.get(self.resolved)
 
     @property
+    def shimmable(self) -> bool:
+        """A pointer to numbers that a shim may take as intptr_t (not a C string)."""
+        return (
+            self.pointer_depth == 1
+            and self.dtype is not None
+            and not self.is_array
+            and not (self.const and self.resolved == "char")
+        )
+
+    @property
     def is_integer(self) -> bool:
         return self.pointer_depth == 0 and (self.base in INTEGER_TYPES or self.resolved in INTEGER_TYPES)
 

@@ -369,6 +369,7 @@ class _Param:
     optional: bool = False
     fill: Fill | None = None
     int_range: tuple[int, int] | None = None
+    as_int: bool = False  # passed to C as an integer address (intptr_t shim)
 
     @property
     def written(self) -> bool:
@@ -422,7 +423,7 @@ class BoundFunction:
         ct = p.type
         spec: ArraySpec | None = self.contract.arrays.get(p.name)
         fill = self.contract.fills.get(p.name)
-        base = _Param(p.name, _pyname(p.name), index, "raw", ct.text)
+        base = _Param(p.name, _pyname(p.name), index, "raw", ct.text, as_int=self.pointers_as_int and ct.shimmable)
         if ct.pointer_depth == 0 and not ct.is_struct and not ct.is_function_pointer:
             if spec is not None:
                 raise ContractError(f"{self.name}: '{p.name}' is a scalar ({ct.text}), not an array")
@@ -515,7 +516,7 @@ class BoundFunction:
                         c += f" and not {v}.requires_grad"
                         written.append(v)
                     conds.append(f"({c})")
-                    if self.pointers_as_int:
+                    if p.as_int:
                         cargs.append(f"{v}.data_ptr()")
                     else:
                         ns[f"_ct{p.index}"] = p.ctype
@@ -591,12 +592,12 @@ class BoundFunction:
                     pending_out.append(p)
                     continue
                 if p.optional:
-                    cargs[p.index] = 0 if self.pointers_as_int else self.ffi.NULL
+                    cargs[p.index] = 0 if p.as_int else self.ffi.NULL
                     continue
                 raise ArgumentTypeError(f"{self._where(p)} ({p.ctype}) expects a torch tensor or a NumPy array, got None")
             if p.dtype == "any" and isinstance(v, self.ffi.CData):
                 # An opaque handle (ffi.new_handle, a C-owned object): passed as is.
-                cargs[p.index] = int(self.ffi.cast("intptr_t", v)) if self.pointers_as_int else v
+                cargs[p.index] = int(self.ffi.cast("intptr_t", v)) if p.as_int else v
                 keep.append(v)
                 continue
             prep = prepare_array(
@@ -607,7 +608,7 @@ class BoundFunction:
             if prep.written_tensor is not None:
                 written.append(prep.written_tensor)
             kind = kind or prep.kind
-            cargs[p.index] = prep.addr if self.pointers_as_int else self.ffi.cast(p.ctype, prep.addr)
+            cargs[p.index] = prep.addr if p.as_int else self.ffi.cast(p.ctype, prep.addr)
             if p.shape is not None:
                 deferred += self._bind_shape(p, prep.shape, env, origin)
             if p.role == "out":
@@ -638,7 +639,7 @@ class BoundFunction:
                 assert p.dtype is not None
                 arr: Any = np.empty(shape, NUMPY_DTYPES[p.dtype]) if use_numpy else torch.empty(shape, dtype=TORCH_DTYPES[p.dtype])
                 addr = arr.__array_interface__["data"][0] if use_numpy else arr.data_ptr()
-                cargs[p.index] = addr if self.pointers_as_int else self.ffi.cast(p.ctype, addr)
+                cargs[p.index] = addr if p.as_int else self.ffi.cast(p.ctype, addr)
                 keep.append(arr)
                 outs.append((p, arr))
 

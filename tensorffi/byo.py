@@ -36,7 +36,7 @@ from .library import SHIM_PREFIX, Library, has_array_params
 def _shim_param(p: Any, i: int) -> tuple[str, str]:
     """(declaration in the shim, expression passed to the real function)."""
     arg = f"a{i}"
-    if p.type.dtype is not None and p.type.pointer_depth == 1 and not p.type.is_array:
+    if p.type.shimmable:
         return f"intptr_t {arg}", f"({p.type.text}){arg}"
     return p.decl.replace("__TF_NAME__", arg), arg
 
@@ -78,9 +78,9 @@ def load(
     ``"value"`` (returned) or ``"status"`` (non-zero raises).
 
     >>> import tensorffi
-    >>> m = tensorffi.load("libm.so.6", "double cbrt(double x);")
-    >>> m.cbrt(27.0)
-    3.0
+    >>> m = tensorffi.load("libm.so.6", "double ldexp(double x, int exp);")
+    >>> m.ldexp(1.5, 10)
+    1536.0
     """
     path = os.fspath(library)
     ffi = cffi.FFI()

@@ -13,7 +13,7 @@ SHIM_PREFIX = "_tfs_"
 
 
 def has_array_params(decl: Any) -> bool:
-    return any(p.type.dtype is not None and p.type.pointer_depth == 1 for p in decl.params)
+    return any(p.type.shimmable for p in decl.params)
 
 
 class Library:

@@ -1,0 +1,372 @@
+# SPDX-License-Identifier: MIT
+"""The bridge: every check happens before C touches memory, and names the argument."""
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+import torch
+
+import tensorffi
+from tensorffi import (
+    ArgumentOverflowError,
+    ArgumentTypeError,
+    DeviceError,
+    DTypeError,
+    LayoutError,
+    ShapeError,
+    WritabilityError,
+)
+
+from conftest import as_kind, to_numpy
+
+INT_KINDS = [
+    ("add_one_i8", np.int8),
+    ("add_one_u8", np.uint8),
+    ("add_one_i16", np.int16),
+    ("add_one_u16", np.uint16),
+    ("add_one_i32", np.int32),
+    ("add_one_i64", np.int64),
+    ("add_one_f64", np.float64),
+]
+
+
+# --------------------------------------------------------------------------- #
+# dtype                                                                        #
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize("fname, dtype", INT_KINDS)
+def test_each_c_element_type_takes_its_dtype(userlib, kind, rng, fname, dtype):
+    info = np.iinfo(dtype) if np.issubdtype(dtype, np.integer) else None
+    n = int(rng.integers(1, 300))
+    if info is not None:
+        ref = rng.integers(info.min, info.max, size=n, endpoint=False).astype(dtype)
+    else:
+        ref = rng.standard_normal(n).astype(dtype)
+    x = as_kind(ref, kind)
+    getattr(userlib, fname)(x, n)
+    with np.errstate(over="ignore"):
+        expected = (ref + dtype(1)).astype(dtype)  # wraps like C's cast
+    np.testing.assert_array_equal(to_numpy(x), expected)
+
+
+@pytest.mark.parametrize("fname, dtype", INT_KINDS)
+def test_wrong_dtype_is_refused_and_data_untouched(userlib, kind, rng, fname, dtype):
+    wrong = np.float32 if dtype != np.float32 else np.float64
+    ref = rng.standard_normal(8).astype(wrong)
+    x = as_kind(ref, kind)
+    with pytest.raises(DTypeError) as err:
+        getattr(userlib, fname)(x, 8)
+    msg = str(err.value)
+    assert f"{fname}(): argument 'x'" in msg
+    assert "float32" in msg or "float64" in msg
+    assert np.dtype(dtype).name in msg
+    np.testing.assert_array_equal(to_numpy(x), ref)
+    assert isinstance(err.value, TypeError)
+
+
+def test_void_pointer_takes_any_dtype(userlib, kind, rng):
+    for dtype in (np.float32, np.int16, np.uint8, np.float64):
+        ref = (rng.integers(0, 3, size=50)).astype(dtype)
+        x = as_kind(ref, kind)
+        assert userlib.count_nonzero_bytes(x, ref.nbytes) == int(np.count_nonzero(ref.view(np.uint8)))
+
+
+def test_bytes_like_objects_for_byte_pointers(userlib):
+    data = bytes([0, 1, 2, 0, 5])
+    assert userlib.count_nonzero_bytes(data, len(data)) == 3
+    assert userlib.count_nonzero_bytes(memoryview(bytearray(data)), len(data)) == 3
+
+
+# --------------------------------------------------------------------------- #
+# device                                                                       #
+# --------------------------------------------------------------------------- #
+
+
+def test_meta_tensor_is_refused(userlib):
+    with pytest.raises(DeviceError, match="meta tensor"):
+        userlib.process_data(torch.empty(4, device="meta"), 4)
+
+
+def test_fake_tensor_is_refused_without_reading_data_ptr(userlib):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode() as mode:
+        fake = torch.empty(4)
+    assert mode is not None
+    with pytest.raises(DeviceError, match="fake tensor"):
+        userlib.process_data(fake, 4)
+
+
+def test_non_array_arguments_are_refused(userlib):
+    with pytest.raises(ArgumentTypeError, match="expects a torch tensor or a NumPy array, got list"):
+        userlib.process_data([1.0, 2.0], 2)
+    with pytest.raises(ArgumentTypeError, match="got None"):
+        userlib.process_data(None, 2)
+
+
+# --------------------------------------------------------------------------- #
+# written arguments: contiguous, writable, never a hidden copy                 #
+# --------------------------------------------------------------------------- #
+
+
+def _views(kind: str, rng: np.random.Generator):
+    base = rng.standard_normal((6, 8)).astype(np.float32)
+    if kind == "torch":
+        t = torch.from_numpy(base)
+        return {
+            "strided": t[:, ::2],
+            "transposed": t.t(),
+            "expanded": torch.ones(1).expand(8),
+        }
+    return {"strided": base[:, ::2], "transposed": base.T, "broadcast": np.broadcast_to(base[0], (6, 8))}
+
+
+@pytest.mark.parametrize(
+    "kind_, view",
+    [("torch", "strided"), ("torch", "transposed"), ("torch", "expanded"),
+     ("numpy", "strided"), ("numpy", "transposed"), ("numpy", "broadcast")],
+)
+def test_written_views_are_refused_not_copied(userlib, rng, kind_, view):
+    x = _views(kind_, rng)[view]
+    before = to_numpy(x).copy()
+    with pytest.raises((LayoutError, WritabilityError)) as err:
+        userlib.process_data(x, int(np.prod(x.shape)))
+    assert "process_data(): argument 'data'" in str(err.value)
+    np.testing.assert_array_equal(to_numpy(x), before)
+
+
+def test_read_only_numpy_array_is_refused(userlib, rng):
+    a = rng.standard_normal(5).astype(np.float32)
+    a.flags.writeable = False
+    with pytest.raises(WritabilityError, match="read-only"):
+        userlib.process_data(a, 5)
+
+
+def test_tensor_requiring_grad_is_never_written(userlib):
+    w = torch.ones(4, requires_grad=True)
+    with pytest.raises(WritabilityError, match="requires grad"):
+        userlib.process_data(w, 4)
+    with torch.no_grad():
+        with pytest.raises(WritabilityError):
+            userlib.process_data(w, 4)
+    assert w.detach().tolist() == [1.0] * 4
+
+
+def test_in_place_write_bumps_version_so_autograd_notices(userlib, rng):
+    x = torch.from_numpy(rng.standard_normal(5).astype(np.float32))
+    w = torch.ones(5, requires_grad=True)
+    loss = (w * x).sum()  # autograd saves x
+    v0 = x._version
+    userlib.process_data(x, 5)
+    assert x._version > v0
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+def test_zero_size_arrays(userlib, kind):
+    x = as_kind(np.empty(0, np.float32), kind)
+    userlib.process_data(x, 0)
+    assert to_numpy(x).shape == (0,)
+    assert userlib.sum_f64(as_kind(np.empty(0), kind)) == 0.0
+
+
+def test_inference_mode_tensor_is_written(userlib):
+    with torch.inference_mode():
+        x = torch.zeros(3)
+        userlib.process_data(x, 3)
+    assert x.tolist() == [1.0, 1.0, 1.0]
+
+
+# --------------------------------------------------------------------------- #
+# read-only inputs: copied only where a contract declares the shape            #
+# --------------------------------------------------------------------------- #
+
+
+def test_non_contiguous_input_without_contract_is_refused(kind, rng):
+    a = as_kind(rng.standard_normal((4, 6)), kind)[:, :3]
+    out = as_kind(np.zeros(4), kind)
+    with pytest.raises(LayoutError, match="declares no shape"):
+        tensorffi.core.raw.tf_core_rowsum_f64(a, 4, 3, 3, out)
+
+
+def test_strided_passes_a_views_own_pointer(kind, rng):
+    full = rng.standard_normal((5, 7))
+    a = as_kind(full, kind)[:, 1:4]
+    out = as_kind(np.zeros(5), kind)
+    lda = a.stride(0) if kind == "torch" else a.strides[0] // 8
+    tensorffi.core.raw.tf_core_rowsum_f64(tensorffi.strided(a), 5, 3, lda, out)
+    np.testing.assert_allclose(to_numpy(out), full[:, 1:4].sum(axis=1), rtol=1e-12)
+
+
+def test_strided_refuses_self_overlapping_written_view(userlib):
+    with pytest.raises(LayoutError, match="overlaps itself"):
+        userlib.process_data(tensorffi.strided(torch.zeros(1).expand(4)), 4)
+
+
+def test_non_contiguous_input_with_contract_is_copied(userlib, kind, rng):
+    full = rng.standard_normal((9, 4))
+    x = as_kind(full, kind)[::3, 1]
+    assert userlib.sum_f64(x) == pytest.approx(full[::3, 1].sum(), rel=1e-12)
+
+
+# --------------------------------------------------------------------------- #
+# contracts: shapes, filled lengths, outputs in the caller's kind              #
+# --------------------------------------------------------------------------- #
+
+
+def test_out_is_allocated_in_callers_kind(userlib, kind, rng):
+    ref = rng.standard_normal((3, 5)).astype(np.float32)
+    y = userlib.scale_into(as_kind(ref, kind), 2.5)
+    assert isinstance(y, torch.Tensor if kind == "torch" else np.ndarray)
+    assert tuple(y.shape) == (3, 5)
+    np.testing.assert_allclose(to_numpy(y), 2.5 * ref, rtol=1e-6)
+
+
+def test_given_out_is_checked_and_written(userlib, kind, rng):
+    ref = rng.standard_normal((3, 5)).astype(np.float32)
+    out = as_kind(np.zeros((3, 5), np.float32), kind)
+    result = userlib.scale_into(as_kind(ref, kind), -1.0, y=out)
+    assert result is out
+    np.testing.assert_allclose(to_numpy(out), -ref)
+    with pytest.raises(ShapeError, match=r"dimension 1 \(cols\) is 4, but cols = 5"):
+        userlib.scale_into(as_kind(ref, kind), 1.0, y=as_kind(np.zeros((3, 4), np.float32), kind))
+
+
+def test_wrong_rank_is_a_shape_error(userlib, kind):
+    with pytest.raises(ShapeError, match=r"must have 2 dimension\(s\) \[rows, cols\], got shape \(6,\)"):
+        userlib.scale_into(as_kind(np.zeros(6, np.float32), kind), 1.0)
+
+
+def test_filled_length_can_be_passed_and_is_checked(userlib, kind):
+    x = as_kind(np.arange(4.0), kind)
+    assert userlib.sum_f64(x) == 6.0
+    assert userlib.sum_f64(x, n=4) == 6.0
+    with pytest.raises(ShapeError, match="argument 'n' is 5"):
+        userlib.sum_f64(x, n=5)
+
+
+def test_status_return_raises_and_out_returns(userlib, kind):
+    out = userlib.safe_sqrt(6.25)
+    assert float(out[0]) == 2.5
+    with pytest.raises(tensorffi.NativeError, match="safe_sqrt\\(\\) returned status -1"):
+        userlib.safe_sqrt(-1.0)
+
+
+def test_unknown_sizes_become_keyword_arguments():
+    assert tensorffi.core.iota(n=4).tolist() == [0, 1, 2, 3]
+    with pytest.raises(ShapeError, match="pass n="):
+        tensorffi.core.iota()
+
+
+# --------------------------------------------------------------------------- #
+# scalars                                                                      #
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize(
+    "call, bad",
+    [
+        (lambda lib: lib.add_i32(2**31, 0), "argument 'a'"),
+        (lambda lib: lib.add_i32(0, -(2**31) - 1), "argument 'b'"),
+        (lambda lib: lib.add_u8(256, 0), "argument 'a'"),
+        (lambda lib: lib.add_u8(1, -1), "argument 'b'"),
+        (lambda lib: lib.process_data(torch.zeros(2), 2**31), "argument 'size'"),
+    ],
+)
+def test_integer_out_of_range_never_truncates(userlib, call, bad):
+    with pytest.raises(ArgumentOverflowError) as err:
+        call(userlib)
+    assert bad in str(err.value)
+    assert isinstance(err.value, OverflowError)
+
+
+def test_integer_scalars_in_range(userlib, rng):
+    a, b = (int(v) for v in rng.integers(-(2**30), 2**30, size=2))
+    assert userlib.add_i32(a, b) == a + b
+    assert userlib.add_u8(200, 100) == (300 % 256)
+
+
+def test_float_for_integer_parameter_is_a_type_error(userlib):
+    with pytest.raises(ArgumentTypeError, match="argument 'a'"):
+        userlib.add_i32(1.5, 2)
+
+
+def test_strings(userlib):
+    assert userlib.greet() == "hello from C"
+    assert userlib.strlen_c("héllo") == len("héllo".encode())
+    assert userlib.strlen_c(b"abc") == 3
+
+
+# --------------------------------------------------------------------------- #
+# lifetimes: structs keep what they point to alive                             #
+# --------------------------------------------------------------------------- #
+
+
+def test_struct_keeps_tensors_alive_and_bumps_written(userlib, kind, rng):
+    ref = rng.standard_normal(1000).astype(np.float32)
+    j = userlib.struct("job", **{"in": as_kind(ref, kind)}, out=as_kind(np.zeros(1000, np.float32), kind), n=1000, gain=3.0)
+    gc.collect()  # the arrays are referenced only by the struct now
+    # Allocate and fill other memory so a freed buffer would be visibly reused.
+    junk = [np.full(1000, 7.0, np.float32) for _ in range(20)]
+    out = j.out
+    v0 = out._version if kind == "torch" else None
+    userlib.run_job(j)
+    np.testing.assert_allclose(to_numpy(out), 3.0 * ref, rtol=1e-6)
+    if kind == "torch":
+        assert out._version > v0
+    del junk
+
+
+def test_struct_fields_are_checked_like_arguments(userlib):
+    with pytest.raises(WritabilityError, match="struct job: field 'out'"):
+        userlib.struct("job", out=torch.zeros(3, requires_grad=True))
+    with pytest.raises(DTypeError, match="field 'in'"):
+        userlib.struct("job", **{"in": torch.zeros(3, dtype=torch.float64)})
+    with pytest.raises(ArgumentOverflowError, match="field 'n'"):
+        userlib.struct("job", n=2**70)
+
+
+def test_native_struct_example(rng):
+    ref = rng.standard_normal(100).astype(np.float32)
+    span = tensorffi.core.struct("tf_core_span", data=torch.from_numpy(ref), n=100)
+    assert tensorffi.core.span_sum(span) == pytest.approx(float(ref.astype(np.float64).sum()), rel=1e-5)
+
+
+# --------------------------------------------------------------------------- #
+# the bridge's own kernels (contract examples)                                 #
+# --------------------------------------------------------------------------- #
+
+
+def test_core_examples_against_numpy(kind, rng):
+    x = rng.standard_normal(33)
+    y = rng.standard_normal(33)
+    yk = as_kind(y, kind)
+    tensorffi.core.axpy_(as_kind(x, kind), yk, 0.5)
+    np.testing.assert_allclose(to_numpy(yk), y + 0.5 * x, rtol=1e-15)
+    s = as_kind(x.astype(np.float32), kind)
+    tensorffi.core.scale_(s, -2.0)
+    np.testing.assert_allclose(to_numpy(s), -2.0 * x.astype(np.float32), rtol=1e-6)
+
+
+def test_callback_progress_and_exception():
+    seen: list[tuple[int, int]] = []
+    assert tensorffi.core.count(1000, 10, progress=lambda d, t: seen.append((d, t))) == 1000
+    assert seen == [(100 * (i + 1), 1000) for i in range(10)]
+
+    def boom(done, total):
+        if done >= 300:
+            raise KeyError("stop here")
+
+    with pytest.raises(KeyError, match="stop here"):
+        tensorffi.core.count(1000, 10, progress=boom)
+
+
+def test_keyboard_interrupt_in_callback_reaches_caller():
+    def ctrl_c(done, total):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        tensorffi.core.count(1000, 10, progress=ctrl_c)
