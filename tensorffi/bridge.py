@@ -651,7 +651,11 @@ class BoundFunction:
                 if p.fill is not None:
                     computed = self._eval_fill(p, env, given)
                     if v is not None and v != computed:
-                        raise ShapeError(f"{self._where(p)} is {v}, but the contract computes {computed} ({p.fill.param} = {p.fill.dim or 'numel(' + str(p.fill.numel_of) + ')'})")
+                        expr = f"numel({p.fill.numel_of})" if p.fill.numel_of else str(p.fill.dim)
+                        raise ShapeError(
+                            f"{self._where(p)} is {v}, but the array shapes give {expr} = {computed} "
+                            f"(contract: {self.contract.source!r})"
+                        )
                     v = computed
                 if p.int_range is not None:
                     v = self._check_int(p, v)
