@@ -734,18 +734,19 @@ class BoundFunction:
                 continue
             if len(d.symbols) == 1:
                 sym = d.symbols[0]
+                if sym in env:
+                    if env[sym] * d.factor != size:
+                        want = f"{sym} = {env[sym]}" if d.factor == 1 else f"{d} = {env[sym] * d.factor}"
+                        raise ShapeError(
+                            f"{self._where(p)}: dimension {axis} ({d}) is {size}, but {want} "
+                            f"from {origin[sym]} (shape {tuple(shape)})"
+                        )
+                    continue
                 if size % d.factor:
                     raise ShapeError(f"{self._where(p)}: dimension {axis} ({d}) must be a multiple of {d.factor}, got {size}")
                 value = size // d.factor
-                if sym in env:
-                    if env[sym] != value:
-                        raise ShapeError(
-                            f"{self._where(p)}: dimension {axis} ({d}) is {size}, but {sym} = {env[sym]} "
-                            f"from {origin[sym]} (shape {tuple(shape)})"
-                        )
-                else:
-                    env[sym] = value
-                    origin[sym] = f"argument '{p.name}'"
+                env[sym] = value
+                origin[sym] = f"argument '{p.name}'"
             else:
                 deferred = True
         return [(p, shape)] if deferred else []

@@ -51,7 +51,7 @@ class Dim:
     factor: int = 1
 
     def __str__(self) -> str:
-        parts = list(self.symbols) + ([str(self.factor)] if self.factor != 1 or not self.symbols else [])
+        parts = ([str(self.factor)] if self.factor != 1 or not self.symbols else []) + list(self.symbols)
         return "*".join(parts)
 
 
