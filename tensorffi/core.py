@@ -88,6 +88,22 @@ axpy_.__doc__ = """y += a * x for float64 vectors of the same length (a bridge e
 iota = native("tf_core_iota_i64", "x: out [n]")
 iota.__doc__ = """A new int64 tensor [0, 1, ..., n-1]: ``iota(n=5)`` (an out-allocation example)."""
 
+_scaled = native("tf_core_scaled_f32", "x: [n]; y: out [n]")
+
+
+def scaled(x: Any, a: float, *, threads: int | None = None) -> Any:
+    """A new float32 tensor (or array) ``a * x``, computed on ``threads`` threads.
+
+    The bridge's out-of-place, multi-threaded example (also the operator
+    ``torch.ops.tensorffi.scaled``, which is differentiable).
+
+    >>> import torch, tensorffi
+    >>> tensorffi.core.scaled(torch.tensor([1.0, 2.0]), 3.0).tolist()
+    [3.0, 6.0]
+    """
+    return _scaled(x, a, resolve_threads(threads))
+
+
 _span_sum = native("tf_core_span_sum", "out: out [1]")
 
 
