@@ -932,7 +932,12 @@ def _dim_expr(d: Dim) -> str:
     return "*".join(parts)
 
 
-def tensor_kernel(bound: BoundFunction, hidden: Mapping[str, Callable[[], Any]] | None = None) -> Callable[..., Any]:
+def tensor_kernel(
+    bound: BoundFunction,
+    hidden: Mapping[str, Callable[[], Any]] | None = None,
+    *,
+    grad_guard: Callable[..., None] | None = None,
+) -> Callable[..., Any]:
     """A function that calls ``bound`` on CPU tensors in :func:`tensor_signature` order.
 
     It is the body of an operator (tensorffi.ops): the dispatcher guarantees CPU
@@ -942,8 +947,10 @@ def tensor_kernel(bound: BoundFunction, hidden: Mapping[str, Callable[[], Any]] 
     array given, an integer out of range) takes the bridge's general path, which
     copies or raises the usual errors. Unlike a bound function, it writes tensors
     that require grad: the operator layer decides (autograd cannot see C, so it
-    refuses such writes while grad mode is on). ``hidden`` maps scalar parameters
-    left out of the signature to functions returning their value at each call.
+    refuses such writes while grad mode is on). ``hidden`` maps parameters left out
+    of the signature to functions returning their value at each call.
+    ``grad_guard(*tensor_args)``, if given, is called first whenever grad mode is on
+    and a tensor argument requires grad; it is expected to raise.
     """
     hidden = dict(hidden or {})
     args, outs = tensor_signature(bound, hidden)
@@ -963,6 +970,16 @@ def tensor_kernel(bound: BoundFunction, hidden: Mapping[str, Callable[[], Any]] 
     deferred: list[tuple[str, int, Dim]] = []
     arg_of_param = {a.name: a for a in args}
     pyname_of = {p.name: p.pyname for p in bound.params}
+    tensor_names = [a.name for a in args if a.kind == "tensor"]
+    if grad_guard is not None and tensor_names:
+        ns["_guard"] = grad_guard
+        ns["_ge"] = torch.is_grad_enabled
+        needs = " or ".join(
+            f"({a.name} is not None and {a.name}.requires_grad)" if a.optional else f"{a.name}.requires_grad"
+            for a in args
+            if a.kind == "tensor"
+        )
+        body.append(f"if ({needs}) and _ge(): _guard({', '.join(tensor_names)})")
 
     for a in args:
         if a.kind != "tensor":
