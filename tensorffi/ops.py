@@ -241,6 +241,7 @@ def define(
     backward: Callable[..., Any] | None = None,
     setup_context: Callable[..., Any] | None = None,
     _backward_op: Operator | None = None,
+    _guarded: bool = False,
 ) -> Operator:
     """Define operator ``schema`` ("ns::name(Tensor x, float a) -> Tensor").
 
@@ -284,7 +285,7 @@ def define(
         # CPU kernel. An in-place operator refuses while autograd would need to see
         # the write (for operators without an autograd kernel, this is the check).
         cpu_impl = impl
-        if mutated:
+        if mutated and not _guarded:
             tlist = ", ".join(tensors)
             cpu_impl = _exec(
                 qualname,
@@ -293,7 +294,7 @@ def define(
                 f"        _refuse({tlist})\n"
                 f"    return _impl({call})\n",
                 {"_ge": _grad_enabled, "_anyg": _any_requires_grad, "_impl": impl,
-                 "_refuse": _refuser(qualname, [a for a in args if a.is_tensor])},
+                 "_refuse": _refuser(qualname, tensors)},
             )
         lib.impl(name, cpu_impl, "CPU")
         if not tensors:
@@ -307,9 +308,9 @@ def define(
     return operator
 
 
-def _refuser(qualname: str, args: list[_SchemaArg]) -> Callable[..., None]:
+def _refuser(qualname: str, names: list[str]) -> Callable[..., None]:
     def refuse(*tensors: Any) -> None:
-        which = [a.name for a, t in zip(args, tensors) if isinstance(t, _T) and t.requires_grad]
+        which = [n for n, t in zip(names, tensors) if isinstance(t, _T) and t.requires_grad]
         raise WritabilityError(
             f"{qualname}() writes its arguments in place, but {', '.join(repr(w) for w in which)} "
             f"require(s) grad and grad mode is on: autograd cannot see a C function's write. "
@@ -388,12 +389,15 @@ def _autograd_kernel(
         (torch.autograd.Function,),
         {"forward": staticmethod(fwd), "backward": staticmethod(bwd)},
     )
-    ns.update(_apply=fn_cls.apply)
+    ns.update(_apply=fn_cls.apply, _refuse=_refuser(qualname, tensors))
     apply_args = ", ".join(a.name for a in args)
+    # An operator that writes its arguments cannot record history (autograd cannot
+    # see the C write): it refuses, as its CPU kernel does.
+    grad_path = f"_refuse({', '.join(tensors)})" if any(a.mutated for a in args) else f"return _apply({apply_args})"
     src = (
         f"def _f({params}):\n"
         f"    if _ge() and _anyg({tlist}):\n"
-        f"        return _apply({apply_args})\n"
+        f"        {grad_path}\n"
         f"    if {plain} and not _modes() and not _ft():\n"
         f"        return _impl({call})\n"
         f"    return _below({call})\n"
@@ -491,7 +495,8 @@ def register(
             key = TORCH_DTYPES.get(a2[first].dtype or "", None)
             if key is None or key in kernels:
                 raise ContractError(f"{name}: variants must differ in the dtype of argument '{args[first].name}'")
-        kernels[key] = tensor_kernel(bf, hidden_fns)  # type: ignore[index]
+        guard = _refuser(name, [a.name for a in args if a.kind == "tensor"]) if any(a.mutated for a in args) else None
+        kernels[key] = tensor_kernel(bf, hidden_fns, grad_guard=guard)  # type: ignore[index]
         shapes[key] = o2  # type: ignore[index]
         arg_dtypes[key] = a2  # type: ignore[index]
     schema = _schema_text(name, args, outs)
@@ -507,7 +512,10 @@ def register(
         raise ContractError(f"{name}: an operator that writes its arguments in place cannot have a backward")
     if backward is not None and setup_context is None:
         backward_op, setup_context, backward = _c_backward(name, args, outs, backward, hidden_fns)
-    return define(schema, impl, fake=shape_rule, backward=backward, setup_context=setup_context, _backward_op=backward_op)
+    return define(
+        schema, impl, fake=shape_rule, backward=backward, setup_context=setup_context,
+        _backward_op=backward_op, _guarded=True,
+    )
 
 
 def _dtype_dispatch(
@@ -708,3 +716,36 @@ def _register_core() -> None:
 
 
 _register_core()
+
+
+# --------------------------------------------------------------------------- #
+# Demo                                                                        #
+# --------------------------------------------------------------------------- #
+
+
+def _demo(say: Callable[[str], None]) -> None:
+    """tensorffi's operators: schemas, eager vs torch.compile, autograd."""
+    from importlib import resources
+
+    say("== PyTorch operators: torch.ops.tensorffi.* ==")
+    for qualname in ("tensorffi::scale_", "tensorffi::axpy_", "tensorffi::iota", "tensorffi::scaled"):
+        say(f"  {_operators[qualname].schema}")
+    text = resources.files("tensorffi").joinpath("data", "ops_demo.txt").read_text()
+    x = torch.tensor([float(v) for v in text.split("\n") if v and not v.startswith("#")])
+    say(f"data: {x.numel()} samples of a damped sine (tensorffi/data/ops_demo.txt)")
+
+    def model(t: torch.Tensor) -> torch.Tensor:
+        y = torch.ops.tensorffi.scaled(t, 0.5)
+        torch.ops.tensorffi.scale_(t, 2.0)  # in place, marked (a!) in the schema
+        return y.square().sum() + t.sum()
+
+    eager = model(x.clone())
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")(x.clone())
+    say(f"eager {eager.item():.6f} == torch.compile(fullgraph=True) {compiled.item():.6f}: no graph break")
+    v = x.clone().requires_grad_()
+    (grad,) = torch.autograd.grad(torch.ops.tensorffi.scaled(v, 0.5).square().sum(), v)
+    err = (grad - 0.5 * x).abs().max().item()
+    say(f"autograd through scaled: d/dx sum((x/2)^2) = x/2, max error {err:.1e}")
+    with torch.inference_mode():
+        out = torch.ops.tensorffi.scaled(x, 3.0)
+    say(f"inference_mode: an inference tensor, requires_grad={out.requires_grad}")

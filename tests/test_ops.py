@@ -33,6 +33,7 @@ double dot(const double *x, const double *y, int64_t n);
 int rowsum_f32(const float *a, float *out, int64_t rows, int64_t cols);
 int rowsum_f64(const double *a, double *out, int64_t rows, int64_t cols);
 int64_t forward_calls(void);
+int normalize_(double *x, double *norm, int64_t n);
 """
 
 USER_C = r"""
@@ -73,6 +74,16 @@ int rowsum_f32(const float *a, float *out, int64_t rows, int64_t cols) {
     }
     return 0;
 }
+/* x /= |x| in place; norm[0] = |x| */
+int normalize_(double *x, double *norm, int64_t n) {
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) s += x[i] * x[i];
+    s = __builtin_sqrt(s);
+    norm[0] = s;
+    if (s > 0.0)
+        for (int64_t i = 0; i < n; i++) x[i] /= s;
+    return 0;
+}
 int rowsum_f64(const double *a, double *out, int64_t rows, int64_t cols) {
     for (int64_t r = 0; r < rows; r++) {
         double s = 0.0;
@@ -90,6 +101,7 @@ USER_CONTRACTS = {
     "dot": "x: [n]; y: [n]",
     "rowsum_f32": "a: [rows, cols]; out: out [rows]; return: status",
     "rowsum_f64": "a: [rows, cols]; out: out [rows]; return: status",
+    "normalize_": "x: [n]; norm: out [1]; return: status",
 }
 
 
@@ -107,6 +119,7 @@ def userops(userlib):
         ops.register(userlib.process_data, "tftest::process_data")
         ops.register(userlib.dot, "tftest::dot")
         ops.register([userlib.rowsum_f32, userlib.rowsum_f64], "tftest::rowsum")
+        ops.register(userlib.normalize_, "tftest::normalize_")  # in place, and a result
         # The same C function as an operator with no backward.
         ops.register(tensorffi.core._scaled, "tftest::scaled_nobwd", hidden={"nthreads": 1})
     return torch.ops.tftest
@@ -139,6 +152,7 @@ def test_user_schemas_derived_from_contracts(userops):
     assert ops.get("tftest::process_data").schema == "tftest::process_data(Tensor(a!) data) -> ()"
     assert ops.get("tftest::dot").schema == "tftest::dot(Tensor x, Tensor y) -> Tensor"
     assert ops.get("tftest::rowsum").schema == "tftest::rowsum(Tensor a) -> Tensor"
+    assert ops.get("tftest::normalize_").schema == "tftest::normalize_(Tensor(a!) x) -> Tensor"
 
 
 def test_register_without_contract_keeps_length_argument(userlib):
@@ -184,6 +198,11 @@ def test_user_ops_match_numpy(rng, kind, userops):
 
     d = ops.get("tftest::dot")(as_kind(x, kind), as_kind(w, kind))
     assert float(d) == pytest.approx(float(np.dot(x, w)), rel=1e-12)
+
+    v = as_kind(x, kind)
+    norm = ops.get("tftest::normalize_")(v)
+    np.testing.assert_allclose(to_numpy(norm), [np.linalg.norm(x)], rtol=1e-12)
+    np.testing.assert_allclose(to_numpy(v), x / np.linalg.norm(x), rtol=1e-12)
 
     for dtype, rtol in ((np.float32, 1e-5), (np.float64, 1e-12)):
         a = rng.standard_normal((5, 7)).astype(dtype)
@@ -238,6 +257,7 @@ def test_opcheck_user_ops(rng, userops):
     opcheck(userops.process_data.default, (torch.from_numpy(rng.standard_normal(5).astype(np.float32)),))
     opcheck(userops.dot.default, (x.detach(), w.detach()))
     opcheck(userops.rowsum.default, (torch.from_numpy(rng.standard_normal((3, 4)).astype(np.float32)),))
+    opcheck(userops.normalize_.default, (torch.from_numpy(rng.standard_normal(6)),))
 
 
 # --------------------------------------------------------------------------- #
@@ -278,7 +298,8 @@ def test_compile_fullgraph_matches_eager(rng, userops):
         z = torch.ops.tensorffi.scaled(buf, 0.5) + 1.0  # float32 core op
         torch.ops.tensorffi.scale_(buf, 3.0)  # mutates an input
         s = userops.dot(y, w)  # value result as a 0-dim tensor
-        return y * 2 + s, z, userops.rowsum(y.reshape(3, 4))
+        nrm = userops.normalize_(y)  # mutates an intermediate, returns a tensor
+        return y * 2 + s, z, userops.rowsum(y.reshape(3, 4)), nrm
 
     x, w = torch.from_numpy(rng.standard_normal(12)), torch.from_numpy(rng.standard_normal(12))
     buf = torch.from_numpy(rng.standard_normal(8).astype(np.float32))
@@ -376,6 +397,18 @@ def test_in_place_on_tensor_requiring_grad(rng):
         torch.ops.tensorffi.scale_(p, 2.0)
     assert p._version > version
     torch.testing.assert_close(p.detach(), before * 2)
+
+
+def test_in_place_operator_with_a_result_refuses_grad_inputs(rng, userops):
+    x = torch.from_numpy(rng.standard_normal(5)).requires_grad_()
+    with pytest.raises(tensorffi.WritabilityError, match="'x'"):
+        userops.normalize_(x)
+    with pytest.raises(tensorffi.WritabilityError, match="'x'"):
+        userops.normalize_(x * 1.0)  # a non-leaf too: the write would be invisible to autograd
+    with torch.no_grad():
+        norm = userops.normalize_(x)
+    assert not norm.requires_grad
+    np.testing.assert_allclose(np.linalg.norm(x.detach().numpy()), 1.0, rtol=1e-12)
 
 
 def test_version_counter_catches_writes_to_saved_tensors(rng, userops):
@@ -502,3 +535,10 @@ def test_registered_on_import_in_a_fresh_interpreter():
     code = "import torch, tensorffi; print(torch.ops.tensorffi.scaled(torch.ones(2), 4.0).tolist())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[4.0, 4.0]"
+
+
+def test_demo_runs():
+    lines: list[str] = []
+    ops._demo(lines.append)
+    assert any("no graph break" in line for line in lines)
+    assert any("max error 0.0e+00" in line for line in lines)
