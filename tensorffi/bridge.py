@@ -1033,7 +1033,8 @@ def tensor_kernel(
             break
         ns[f"_od{i}"] = TORCH_DTYPES[o.dtype]
         dims = ", ".join(_dim_expr(d) for d in o.shape)
-        body.append(f"_o{i} = _empty(({dims}{',' if len(o.shape) == 1 else ''}), dtype=_od{i})")
+        # torch.empty(d0, d1, dtype=...) parses faster than torch.empty((d0, d1), ...)
+        body.append(f"_o{i} = _empty({dims or '()'}, dtype=_od{i})")
 
     cargs: list[str] = []
     out_index = {o.name: i for i, o in enumerate(outs)}

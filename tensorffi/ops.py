@@ -335,8 +335,14 @@ def _autograd_kernel(
     params, call = _signature(args)
     tensors = [a.name for a in args if a.is_tensor]
     nargs = len(args)
+    # torch.Tensor or nn.Parameter (which does nothing at dispatch): anything else may
+    # be a tracing or wrapper subclass.
     plain = " and ".join(
-        (f"({t} is None or (type({t}) is _T and {t}.is_cpu))" if a.optional else f"type({t}) is _T and {t}.is_cpu")
+        (
+            f"({t} is None or ((type({t}) is _T or type({t}) is _P) and {t}.is_cpu))"
+            if a.optional
+            else f"(type({t}) is _T or type({t}) is _P) and {t}.is_cpu"
+        )
         for a in args
         if a.is_tensor
         for t in [a.name]
@@ -350,7 +356,7 @@ def _autograd_kernel(
             return op(*a, **kw)
 
     ns: dict[str, Any] = {
-        "_T": _T, "_ge": _grad_enabled, "_anyg": _any_requires_grad, "_modes": _dispatch_modes,
+        "_T": _T, "_P": torch.nn.Parameter, "_ge": _grad_enabled, "_anyg": _any_requires_grad, "_modes": _dispatch_modes,
         "_ft": _functorch_active, "_impl": impl, "_below": below,
     }
     forward_src = (

@@ -103,4 +103,4 @@ def test_kernel_writes_tensors_that_require_grad_on_both_paths():
 def test_generated_source_is_specialised():
     k = tensor_kernel(_bound("tf_core_iota_i64", "x: out [n]"))
     src = k.__tensorffi_source__
-    assert "_empty((_y_n,), dtype=_od0)" in src and "_slow(n)" in src
+    assert "_empty(_y_n, dtype=_od0)" in src and "_slow(n)" in src

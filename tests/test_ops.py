@@ -411,6 +411,29 @@ def test_in_place_operator_with_a_result_refuses_grad_inputs(rng, userops):
     np.testing.assert_allclose(np.linalg.norm(x.detach().numpy()), 1.0, rtol=1e-12)
 
 
+def test_module_training_step_with_operators(rng, userops):
+    class Model(torch.nn.Module):
+        def __init__(self, w):
+            super().__init__()
+            self.w = torch.nn.Parameter(w)
+
+        def forward(self, x):
+            return userops.wsquare(x, self.w).sum()
+
+    x = torch.from_numpy(rng.standard_normal(6))
+    w0 = rng.standard_normal(6)
+    model = Model(torch.from_numpy(w0.copy()))
+    model(x).backward()
+    np.testing.assert_allclose(model.w.grad.numpy(), x.numpy() ** 2, rtol=1e-12)
+    with torch.no_grad():  # an SGD step written with an in-place operator, as with w.add_(...)
+        torch.ops.tensorffi.axpy_(model.w.grad, model.w, -0.1)
+        loss = model(x)  # no history under no_grad, Parameter or not
+    assert not loss.requires_grad
+    np.testing.assert_allclose(model.w.detach().numpy(), w0 - 0.1 * x.numpy() ** 2, rtol=1e-12)
+    compiled = torch.compile(model, fullgraph=True)
+    torch.testing.assert_close(compiled(x), model(x))
+
+
 def test_version_counter_catches_writes_to_saved_tensors(rng, userops):
     x = torch.from_numpy(rng.standard_normal(4).astype(np.float32)).requires_grad_()
     y = torch.ops.tensorffi.scaled(x, 2.0)
