@@ -79,7 +79,7 @@ import torch
 
 from .bridge import TORCH_DTYPES, BoundFunction, TensorArg, TensorOutput, tensor_kernel, tensor_signature
 from .contract import Dim
-from .errors import ArgumentTypeError, ContractError, DeviceError, DTypeError, ShapeError, WritabilityError
+from .errors import ArgumentTypeError, ContractError, DTypeError, ShapeError, WritabilityError
 
 __all__ = ["Operator", "register", "define", "get", "operators"]
 
@@ -189,8 +189,8 @@ class _SchemaArg:
     default: str | None  # Python source of the default value, or None
 
 
-def _schema_args(qualname: str, schema: str) -> tuple[list[_SchemaArg], int, bool]:
-    """(arguments, number of returns, whether any return is a tensor)."""
+def _schema_args(qualname: str, schema: str) -> tuple[list[_SchemaArg], bool]:
+    """(arguments, whether any return is a tensor)."""
     parsed = torch._C.parse_schema(qualname + schema)
     args = []
     for a in parsed.arguments:
@@ -203,7 +203,7 @@ def _schema_args(qualname: str, schema: str) -> tuple[list[_SchemaArg], int, boo
         default = None
         if a.has_default_value():
             default = repr(a.default_value)
-        if a.name in ("self",) or keyword.iskeyword(a.name):
+        if keyword.iskeyword(a.name):
             raise ContractError(f"{qualname}: argument name {a.name!r} is a Python keyword")
         args.append(
             _SchemaArg(a.name, is_tensor, optional, bool(a.alias_info and a.alias_info.is_write), a.kwarg_only, default)
@@ -212,7 +212,7 @@ def _schema_args(qualname: str, schema: str) -> tuple[list[_SchemaArg], int, boo
     for r in parsed.returns:
         if r.alias_info is not None:
             raise ContractError(f"{qualname}: returns may not alias arguments (return the mutated tensors' results as ())")
-    return args, len(parsed.returns), tensor_returns
+    return args, tensor_returns
 
 
 def _signature(args: list[_SchemaArg]) -> tuple[str, str]:
@@ -268,7 +268,7 @@ def define(
     ns, name = qualname.split("::")
     if (backward is None) != (setup_context is None) and _backward_op is None:
         raise ContractError(f"{qualname}: backward= and setup_context= go together")
-    args, nreturns, tensor_returns = _schema_args(qualname, rest)
+    args, tensor_returns = _schema_args(qualname, rest)
     tensors = [a.name for a in args if a.is_tensor]
     mutated = tuple(i for i, a in enumerate(args) if a.mutated)
     if backward is not None and mutated:
@@ -479,6 +479,8 @@ def register(
     """
     if not _QUALNAME.match(name):
         raise ContractError(f"operator name must be 'namespace::name', got {name!r}")
+    if name in _operators:
+        raise ContractError(f"operator {name} is already registered")
     variants = [fn] if callable(fn) else list(fn)
     if not variants:
         raise ContractError(f"{name}: no function to register")

@@ -155,9 +155,9 @@ def test_user_schemas_derived_from_contracts(userops):
     assert ops.get("tftest::normalize_").schema == "tftest::normalize_(Tensor(a!) x) -> Tensor"
 
 
-def test_register_without_contract_keeps_length_argument(userlib):
+def test_register_without_contract_keeps_length_argument(tmp_path):
     seed = "void process_data(float *d, int n) { for (int i = 0; i < n; i++) d[i] = 2.0f * d[i] + 1.0f; }"
-    lib = tensorffi.compile("ops_nocontract", "void process_data(float *data, int size);", source=seed)
+    lib = tensorffi.compile("ops_nocontract", "void process_data(float *data, int size);", source=seed, cache=tmp_path)
     op = ops.register(lib.process_data, "tftest_nc::process_data")
     assert op.schema == "tftest_nc::process_data(Tensor(a!) data, int size) -> ()"
     t = torch.arange(4, dtype=torch.float32)
