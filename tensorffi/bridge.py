@@ -1090,7 +1090,14 @@ def tensor_kernel(
     else:
         body.append(f"return ({', '.join(results)})")
     fname = "_tk" + bound._safe_name()
-    src = f"def {fname}({', '.join(argnames)}):\n" + "".join(f"    {line}\n" for line in body)
+    # The dispatcher drops trailing arguments equal to their defaults (None for
+    # optional tensors), so those take defaults here.
+    params = list(argnames)
+    for i in range(len(args) - 1, -1, -1):
+        if not args[i].optional:
+            break
+        params[i] += "=None"
+    src = f"def {fname}({', '.join(params)}):\n" + "".join(f"    {line}\n" for line in body)
     exec(compile(src, f"<tensorffi tensor kernel: {bound.name}>", "exec"), ns)
     fn = ns[fname]
     fn.__qualname__ = fn.__name__ = bound.name
