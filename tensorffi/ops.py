@@ -219,11 +219,18 @@ def _signature(args: list[_SchemaArg]) -> tuple[str, str]:
     """(parameter list, call argument list) of a generated Python kernel."""
     params, call = [], []
     star = False
-    for a in args:
+    # Positional defaults only on the trailing run (Python's rule; the dispatcher
+    # drops only trailing arguments equal to their defaults).
+    positional = [a for a in args if not a.kwarg_only]
+    first_default = len(positional)
+    while first_default > 0 and positional[first_default - 1].default is not None:
+        first_default -= 1
+    for i, a in enumerate(args):
         if a.kwarg_only and not star:
             params.append("*")
             star = True
-        params.append(a.name if a.default is None else f"{a.name}={a.default}")
+        with_default = a.default is not None and (a.kwarg_only or i >= first_default)
+        params.append(f"{a.name}={a.default}" if with_default else a.name)
         call.append(f"{a.name}={a.name}" if a.kwarg_only else a.name)
     return ", ".join(params), ", ".join(call)
 
@@ -430,17 +437,25 @@ def _arg_key(a: TensorArg) -> tuple[Any, ...]:
     return (a.name, a.kind, a.mutated, a.optional, a.shape)
 
 
+def _trailing_optional(args: list[TensorArg]) -> int:
+    """Index where the trailing run of optional tensors starts (they default to None)."""
+    i = len(args)
+    while i > 0 and args[i - 1].optional:
+        i -= 1
+    return i
+
+
 def _schema_text(qualname: str, args: list[TensorArg], outs: list[TensorOutput]) -> str:
     parts = []
     alias = iter("abcdefghijklmnopqrstuvwxyz")
-    for a in args:
+    trailing = _trailing_optional(args)
+    for i, a in enumerate(args):
         if a.kind == "tensor":
+            t = f"Tensor({next(alias)}!)" if a.mutated else "Tensor"
             if a.optional:
-                parts.append(f"Tensor? {a.name}=None")
-            elif a.mutated:
-                parts.append(f"Tensor({next(alias)}!) {a.name}")
+                parts.append(f"{t}? {a.name}" + ("=None" if i >= trailing else ""))
             else:
-                parts.append(f"Tensor {a.name}")
+                parts.append(f"{t} {a.name}")
         else:
             parts.append(f"{_SCHEMA_TYPES[a.kind]} {a.name}")
     if not outs:
@@ -529,7 +544,8 @@ def register(
 def _dtype_dispatch(
     name: str, args: list[TensorArg], first: int, kernels: dict[torch.dtype, Callable[..., Any]]
 ) -> Callable[..., Any]:
-    params = ", ".join(a.name if not a.optional else f"{a.name}=None" for a in args)
+    trailing = _trailing_optional(args)
+    params = ", ".join(a.name + ("=None" if i >= trailing else "") for i, a in enumerate(args))
     call = ", ".join(a.name for a in args)
     x = args[first].name
     src = (

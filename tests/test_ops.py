@@ -34,6 +34,8 @@ int rowsum_f32(const float *a, float *out, int64_t rows, int64_t cols);
 int rowsum_f64(const double *a, double *out, int64_t rows, int64_t cols);
 int64_t forward_calls(void);
 int normalize_(double *x, double *norm, int64_t n);
+int affine(const double *x, const double *b, double *y, int64_t n, double a);
+int shift(const double *x, double *y, int64_t n, const double *b);
 """
 
 USER_C = r"""
@@ -84,6 +86,16 @@ int normalize_(double *x, double *norm, int64_t n) {
         for (int64_t i = 0; i < n; i++) x[i] /= s;
     return 0;
 }
+/* y = a x + b, b optional (NULL: 0) */
+int affine(const double *x, const double *b, double *y, int64_t n, double a) {
+    for (int64_t i = 0; i < n; i++) y[i] = a * x[i] + (b ? b[i] : 0.0);
+    return 0;
+}
+/* y = x + b, b optional (NULL: 1) */
+int shift(const double *x, double *y, int64_t n, const double *b) {
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] + (b ? b[i] : 1.0);
+    return 0;
+}
 int rowsum_f64(const double *a, double *out, int64_t rows, int64_t cols) {
     for (int64_t r = 0; r < rows; r++) {
         double s = 0.0;
@@ -102,6 +114,8 @@ USER_CONTRACTS = {
     "rowsum_f32": "a: [rows, cols]; out: out [rows]; return: status",
     "rowsum_f64": "a: [rows, cols]; out: out [rows]; return: status",
     "normalize_": "x: [n]; norm: out [1]; return: status",
+    "affine": "x: [n]; b: in? [n]; y: out [n]; return: status",
+    "shift": "x: [n]; y: out [n]; b: in? [n]; return: status",
 }
 
 
@@ -120,6 +134,8 @@ def userops(userlib):
         ops.register(userlib.dot, "tftest::dot")
         ops.register([userlib.rowsum_f32, userlib.rowsum_f64], "tftest::rowsum")
         ops.register(userlib.normalize_, "tftest::normalize_")  # in place, and a result
+        ops.register(userlib.affine, "tftest::affine")  # an optional array
+        ops.register(userlib.shift, "tftest::shift")  # a trailing optional array
         # The same C function as an operator with no backward.
         ops.register(tensorffi.core._scaled, "tftest::scaled_nobwd", hidden={"nthreads": 1})
     return torch.ops.tftest
@@ -153,6 +169,21 @@ def test_user_schemas_derived_from_contracts(userops):
     assert ops.get("tftest::dot").schema == "tftest::dot(Tensor x, Tensor y) -> Tensor"
     assert ops.get("tftest::rowsum").schema == "tftest::rowsum(Tensor a) -> Tensor"
     assert ops.get("tftest::normalize_").schema == "tftest::normalize_(Tensor(a!) x) -> Tensor"
+    assert ops.get("tftest::affine").schema == "tftest::affine(Tensor x, Tensor? b, float a) -> Tensor"
+    assert ops.get("tftest::shift").schema == "tftest::shift(Tensor x, Tensor? b=None) -> Tensor"
+
+
+def test_optional_arrays_pass_null(rng, userops):
+    x, b = torch.from_numpy(rng.standard_normal(9)), torch.from_numpy(rng.standard_normal(9))
+    np.testing.assert_allclose(userops.affine(x, None, 2.0).numpy(), 2 * x.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(userops.affine(x, b, 2.0).numpy(), 2 * x.numpy() + b.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(userops.shift(x).numpy(), x.numpy() + 1, rtol=1e-12)
+    np.testing.assert_allclose(userops.shift(x, b).numpy(), x.numpy() + b.numpy(), rtol=1e-12)
+    opcheck(userops.affine.default, (x, None, 2.0))
+    opcheck(userops.affine.default, (x, b, 2.0))
+    opcheck(userops.shift.default, (x,))
+    with pytest.raises(tensorffi.ShapeError, match="'b'"):
+        userops.affine(x, b[:4], 1.0)
 
 
 def test_register_without_contract_keeps_length_argument(tmp_path):
