@@ -77,6 +77,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
+from . import _lib
 from .bridge import TORCH_DTYPES, BoundFunction, TensorArg, TensorOutput, tensor_kernel, tensor_signature
 from .contract import Dim
 from .errors import ArgumentTypeError, ContractError, DTypeError, ShapeError, WritabilityError
@@ -89,6 +90,7 @@ _any_requires_grad = torch._C._any_requires_grad
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 _functorch_active = torch._C._are_functorch_transforms_active
 _below_autograd = torch._C._AutoDispatchBelowAutograd
+_CData = _lib.ffi.CData
 
 _lock = threading.Lock()
 _libraries: dict[str, torch.library.Library] = {}
@@ -486,7 +488,8 @@ def register(
     ``backward`` may also be a Python function, with ``setup_context``. ``fake``
     replaces the derived shape rule. ``hidden`` maps scalar parameters to leave out
     of the schema to their value or to a function called for it at each call
-    (e.g. ``{"nthreads": tensorffi.get_num_threads}``).
+    (``{"nthreads": tensorffi.get_num_threads}``, ``{"fn": ffi.NULL, "handle":
+    ffi.NULL}`` for a kernel's progress callback).
 
     >>> import torch, tensorffi
     >>> torch.ops.tensorffi.scaled(torch.ones(3), 2.0).tolist()
@@ -500,7 +503,10 @@ def register(
     if not variants:
         raise ContractError(f"{name}: no function to register")
     bounds = [_bound(v) for v in variants]
-    hidden_fns = {k: (v if callable(v) else (lambda v=v: v)) for k, v in (hidden or {}).items()}
+    # A cffi object (ffi.NULL for a callback and its handle) is a value, not a function.
+    hidden_fns = {
+        k: (v if callable(v) and not isinstance(v, _CData) else (lambda v=v: v)) for k, v in (hidden or {}).items()
+    }
     args, outs = tensor_signature(bounds[0], hidden_fns)
     first = next((i for i, a in enumerate(args) if a.kind == "tensor" and not a.optional), None)
     kernels: dict[torch.dtype, Callable[..., Any]] = {}

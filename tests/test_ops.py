@@ -173,6 +173,16 @@ def test_user_schemas_derived_from_contracts(userops):
     assert ops.get("tftest::shift").schema == "tftest::shift(Tensor x, Tensor? b=None) -> Tensor"
 
 
+def test_hidden_parameters_and_a_factory_operator():
+    from tensorffi._lib import ffi
+
+    # a kernel with a progress callback, registered without it: no tensor argument at all
+    op = ops.register(tensorffi.core._count, "tftest::count", hidden={"fn": ffi.NULL, "handle": ffi.NULL})
+    assert op.schema == "tftest::count(int total, int steps) -> Tensor"
+    assert op(100, 7).tolist() == [100]
+    opcheck(op.overload, (10, 3))
+
+
 def test_optional_arrays_pass_null(rng, userops):
     x, b = torch.from_numpy(rng.standard_normal(9)), torch.from_numpy(rng.standard_normal(9))
     np.testing.assert_allclose(userops.affine(x, None, 2.0).numpy(), 2 * x.numpy(), rtol=1e-12)
