@@ -106,6 +106,16 @@ def build_custom_ops() -> dict[str, Any]:
     return _custom
 
 
+def build_fixed_threads_op() -> Any:
+    """tensorffi's scaled with a constant thread count: shows what
+    tensorffi.core.get_num_threads() costs per call."""
+    from tensorffi import ops
+
+    if "tfbench_tf::scaled" not in ops.operators():
+        ops.register(tensorffi.core._scaled, "tfbench_tf::scaled", hidden={"nthreads": 1})
+    return torch.ops.tfbench_tf.scaled
+
+
 def _cases(cpp: Any, custom: dict[str, Any]) -> dict[str, tuple[Callable[..., Any], tuple[Any, ...]]]:
     x = torch.ones(N)
     xg = torch.ones(N, requires_grad=True)
@@ -119,6 +129,7 @@ def _cases(cpp: Any, custom: dict[str, Any]) -> dict[str, tuple[Callable[..., An
         # out of place; tensorffi's and custom_op's have an autograd formula
         "cpp scaled": (cpp.scaled, (x, 1.0)),
         "tensorffi scaled": (torch.ops.tensorffi.scaled, (x, 1.0)),
+        "tensorffi scaled, nthreads fixed": (build_fixed_threads_op(), (x, 1.0)),
         "custom_op scaled": (custom["scaled"], (x, 1.0)),
         "bridge scaled": (tensorffi.core.scaled, (x, 1.0)),
         "torch mul": (torch.mul, (x, 1.0)),
@@ -163,6 +174,7 @@ def ratios(t: dict[str, float]) -> dict[str, float]:
         "scale_: custom_op / tensorffi": t["custom_op scale_"] / t["tensorffi scale_"],
         "scaled: tensorffi / C++": t["tensorffi scaled"] / t["cpp scaled"],
         "scaled: custom_op / tensorffi": t["custom_op scaled"] / t["tensorffi scaled"],
+        "scaled, nthreads fixed: tensorffi / C++": t["tensorffi scaled, nthreads fixed"] / t["cpp scaled"],
         "scaled (grad): custom_op / tensorffi": t["custom_op scaled (grad)"] / t["tensorffi scaled (grad)"],
     }
 
