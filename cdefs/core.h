@@ -40,6 +40,8 @@ void tf_core_axpy_f64(const double *x, double *y, int64_t n, double a);
 int tf_core_rowsum_f64(const double *a, int64_t rows, int64_t cols, int64_t lda, double *out);
 int tf_core_iota_i64(int64_t *x, int64_t n);
 void tf_core_spin_ms(int ms);
+/* y[i] = a * x[i], on up to nthreads threads (tf_parallel_for). */
+int tf_core_scaled_f32(const float *x, float *y, int64_t n, float a, int nthreads);
 
 /* Waits (spinning, GIL released) until *flag != 0; TF_EINTERRUPTED after timeout_ms.
  * Another Python thread can only set the flag if this call released the GIL. */

@@ -198,6 +198,26 @@ int tf_core_wait_flag(const int32_t *flag, int timeout_ms) {
     return TF_OK;
 }
 
+typedef struct {
+    const float *x;
+    float *y;
+    float a;
+} tf_scaled_ctx;
+
+static int tf_scaled_range(void *ctx, int64_t begin, int64_t end) {
+    const tf_scaled_ctx *c = (const tf_scaled_ctx *)ctx;
+    for (int64_t i = begin; i < end; i++) c->y[i] = c->a * c->x[i];
+    return TF_OK;
+}
+
+int tf_core_scaled_f32(const float *x, float *y, int64_t n, float a, int nthreads) {
+    if (n < 0) return tf_error(TF_EINVAL, "tf_core_scaled_f32: n must be >= 0, got %lld", (long long)n);
+    if (nthreads < 1)
+        return tf_error(TF_EINVAL, "tf_core_scaled_f32: nthreads must be >= 1, got %d", nthreads);
+    tf_scaled_ctx ctx = {x, y, a};
+    return tf_parallel_for(n, nthreads, 1 << 14, tf_scaled_range, &ctx);
+}
+
 int tf_core_span_sum(const tf_core_span *span, double *out) {
     if (!span || (!span->data && span->n > 0))
         return tf_error(TF_EINVAL, "tf_core_span_sum: span has no data");

@@ -79,6 +79,10 @@ int tf_core_rowsum_f64(const double *a, int64_t rows, int64_t cols, int64_t lda,
 int tf_core_iota_i64(int64_t *x, int64_t n);
 /* Busy-waits for `ms` milliseconds without touching Python (GIL-release test). */
 void tf_core_spin_ms(int ms);
+/* y[i] = a * x[i] for i < n, split over up to `nthreads` threads (tf_parallel_for): an
+ * out-of-place, differentiable example for the operator layer, and the multi-threaded
+ * kernel of the fork-safety tests. TF_EINVAL if n < 0 or nthreads < 1. */
+int tf_core_scaled_f32(const float *x, float *y, int64_t n, float a, int nthreads);
 
 /* Waits (spinning, GIL released) until *flag != 0; TF_EINTERRUPTED after timeout_ms.
  * Another Python thread can only set the flag if this call released the GIL. */

@@ -9,7 +9,7 @@
 """
 from __future__ import annotations
 
-from . import core, errors
+from . import core, errors, ops
 from ._version import __version__
 from .bridge import Struct, strided
 from .byo import cache_dir, compile, load
@@ -36,6 +36,7 @@ __all__ = [
     "__version__",
     "core",
     "errors",
+    "ops",
     "info",
     "get_num_threads",
     "set_num_threads",

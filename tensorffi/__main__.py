@@ -13,7 +13,7 @@ import sys
 from typing import Callable
 
 # Kernel modules, in demo order; each has ``_demo(say: Callable[[str], None])``.
-DEMO_STEPS = ["tensorffi._demo_core", "tensorffi.signal", "tensorffi.io", "tensorffi.physics"]
+DEMO_STEPS = ["tensorffi._demo_core", "tensorffi.signal", "tensorffi.io", "tensorffi.physics", "tensorffi.ops"]
 
 
 def demo(say: Callable[[str], None] = print) -> int:

@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import keyword
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Collection, Mapping
 
 import numpy as np
 import torch
 
-from ._decl import CFunction, CParam, Declarations
+from ._decl import _SIZED as _SIZED_DTYPES
+from ._decl import ELEMENT_DTYPES, CFunction, CParam, Declarations
 from .contract import ArraySpec, Contract, Dim, Fill
 from .errors import (
     ArgumentOverflowError,
@@ -823,6 +824,326 @@ class BoundFunction:
         return cls(f"{self.name}(): {exc}")
 
 
+# --------------------------------------------------------------------------- #
+# Tensor kernels: the bound function as the body of a PyTorch operator          #
+# --------------------------------------------------------------------------- #
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    """One argument of a bound function seen as an operator (in schema order).
+
+    ``kind``: ``"tensor"`` (an array parameter), ``"float"``, ``"int"``, ``"bool"``
+    (scalar parameters) or ``"size"`` (a size the caller gives because no input
+    array fixes it: an ``out`` array's symbol).
+    """
+
+    name: str
+    kind: str
+    dtype: str | None = None  # tensors: canonical dtype name ("any" for void *)
+    mutated: bool = False  # tensors: C writes it (contract role inout)
+    optional: bool = False  # tensors: may be None (passed to C as NULL)
+    shape: tuple[Dim, ...] | None = None  # tensors: the contract's shape, if any
+
+
+@dataclass(frozen=True)
+class TensorOutput:
+    """One result of a bound function seen as an operator: an ``out`` array (with its
+    contract shape) or, for ``return: value`` functions, the C result as a 0-dim tensor."""
+
+    name: str
+    dtype: str
+    shape: tuple[Dim, ...]  # () for the C result (named "return")
+
+
+def _scalar_kind(ct: Any) -> str | None:
+    if ct.is_float:
+        return "float"
+    if ct.is_integer:
+        return "bool" if ct.resolved in ("_Bool", "bool") or ct.base == "bool" else "int"
+    return None
+
+
+def tensor_signature(
+    bound: BoundFunction, hidden: Collection[str] = ()
+) -> tuple[list[TensorArg], list[TensorOutput]]:
+    """The arguments and results of ``bound`` as an operator on tensors.
+
+    Arguments, in declaration order: every array that is not ``out`` (inout arrays
+    are ``mutated``) and every scalar the contract does not fill in; then the sizes
+    that no input array fixes. ``out`` arrays become results, followed by the C
+    result (named ``"return"``) for ``return: value`` functions. Parameters named in
+    ``hidden`` are left out: the caller supplies them another way (a thread count,
+    NULL for a progress callback and its handle).
+    Raises :class:`ContractError` for what an operator cannot take (strings,
+    structs, function pointers, out arrays of unknown shape).
+    """
+    hidden = set(hidden)
+    unknown = hidden - {p.name for p in bound.params}
+    if unknown:
+        raise ContractError(f"{bound.name}: hidden names no parameter: {', '.join(sorted(unknown))}")
+    fixed_by_inputs: set[str] = set()
+    for p in bound.params:
+        if p.kind == "array" and p.role != "out" and p.shape is not None and not p.optional:
+            for d in p.shape:
+                fixed_by_inputs.update(d.symbols)
+    args: list[TensorArg] = []
+    outs: list[TensorOutput] = []
+    for p in bound.params:
+        ct = bound.decl.params[p.index].type
+        if p.name in hidden:
+            if p.fill is not None or p.role == "out":
+                raise ContractError(f"{bound.name}: '{p.name}' is filled in by the contract; it cannot be hidden")
+            continue
+        if p.kind == "array":
+            if p.role == "out":
+                assert p.dtype is not None and p.shape is not None
+                outs.append(TensorOutput(p.name, p.dtype, p.shape))
+            else:
+                args.append(TensorArg(p.pyname, "tensor", p.dtype, p.role == "inout", p.optional, p.shape))
+        elif p.kind == "scalar":
+            fill = p.fill
+            if fill is not None:
+                own = fill.dim is not None and fill.dim.symbols == (p.name,) and fill.dim.factor == 1
+                if own and p.name not in fixed_by_inputs:
+                    args.append(TensorArg(p.pyname, "size"))
+                continue
+            kind = _scalar_kind(ct)
+            if kind is None:
+                raise ContractError(f"{bound.name}: scalar '{p.name}' ({ct.text}) cannot be an operator argument")
+            args.append(TensorArg(p.pyname, kind))
+        else:
+            raise ContractError(
+                f"{bound.name}: '{p.name}' ({p.ctype}) cannot be an operator argument: operators take "
+                f"tensors and numbers only (wrap the function in Python and use tensorffi.ops.define)"
+            )
+    args += [TensorArg(sym, "size") for sym in bound.free_symbols]
+    if bound.returns == "value":
+        res = bound.decl.result
+        dtype = _SIZED_DTYPES.get(res.base) or ELEMENT_DTYPES.get(res.resolved)
+        if res.pointer_depth or dtype in (None, "any"):
+            raise ContractError(
+                f"{bound.name}: its result ({res.text}) cannot be an operator result; declare "
+                f"'return: status' or 'return: none' in its contract"
+            )
+        outs.append(TensorOutput("return", dtype, ()))
+    names = [a.name for a in args]
+    if len(set(names)) != len(names):
+        raise ContractError(f"{bound.name}: argument names repeat as an operator: {names}")
+    return args, outs
+
+
+def _dim_expr(d: Dim) -> str:
+    parts = [f"_y_{s}" for s in d.symbols] + ([str(d.factor)] if d.factor != 1 or not d.symbols else [])
+    return "*".join(parts)
+
+
+def tensor_kernel(
+    bound: BoundFunction,
+    hidden: Mapping[str, Callable[[], Any]] | None = None,
+    *,
+    grad_guard: Callable[..., None] | None = None,
+) -> Callable[..., Any]:
+    """A function that calls ``bound`` on CPU tensors in :func:`tensor_signature` order.
+
+    It is the body of an operator (tensorffi.ops): the dispatcher guarantees CPU
+    tensors, so the generated code checks only dtype, layout and the contract's
+    sizes, allocates the ``out`` tensors and calls C (a few hundred nanoseconds).
+    Anything unusual (a non-contiguous input, a wrong dtype or size, an optional
+    array given, an integer out of range) takes the bridge's general path, which
+    copies or raises the usual errors. Unlike a bound function, it writes tensors
+    that require grad: the operator layer decides (autograd cannot see C, so it
+    refuses such writes while grad mode is on). ``hidden`` maps parameters left out
+    of the signature to functions returning their value at each call.
+    ``grad_guard(*tensor_args)``, if given, is called first whenever grad mode is on
+    and a tensor argument requires grad; it is expected to raise.
+    """
+    hidden = dict(hidden or {})
+    args, outs = tensor_signature(bound, hidden)
+    by_name = {p.name: p for p in bound.params}
+    argnames = [a.name for a in args]
+    ns: dict[str, Any] = {
+        "_c": bound.cfunc,
+        "_cast": bound.ffi.cast,
+        "_NULL": 0 if bound.pointers_as_int else bound.ffi.NULL,
+        "_bump": _increment_version,
+        "_empty": torch.empty,
+        "_slow": _tensor_slow_path(bound, args, outs, hidden),
+    }
+    fallback = f"return _slow({', '.join(argnames)})"
+    body: list[str] = []
+    bound_syms: set[str] = set()
+    deferred: list[tuple[str, int, Dim]] = []
+    arg_of_param = {a.name: a for a in args}
+    pyname_of = {p.name: p.pyname for p in bound.params}
+    tensor_names = [a.name for a in args if a.kind == "tensor"]
+    if grad_guard is not None and tensor_names:
+        ns["_guard"] = grad_guard
+        ns["_ge"] = torch.is_grad_enabled
+        needs = " or ".join(
+            f"({a.name} is not None and {a.name}.requires_grad)" if a.optional else f"{a.name}.requires_grad"
+            for a in args
+            if a.kind == "tensor"
+        )
+        body.append(f"if ({needs}) and _ge(): _guard({', '.join(tensor_names)})")
+
+    for a in args:
+        if a.kind != "tensor":
+            continue
+        v = a.name
+        if a.optional:
+            body.append(f"if {v} is not None: {fallback}")
+            continue
+        conds = [f"{v}.is_contiguous()"]
+        if a.dtype != "any":
+            ns[f"_d_{v}"] = TORCH_DTYPES[a.dtype or "any"]
+            conds.insert(0, f"{v}.dtype is _d_{v}")
+        body.append(f"if not ({' and '.join(conds)}): {fallback}")
+        if a.shape is None:
+            continue
+        body.append(f"_s_{v} = {v}.shape")
+        body.append(f"if len(_s_{v}) != {len(a.shape)}: {fallback}")
+        for axis, d in enumerate(a.shape):
+            size = f"_s_{v}[{axis}]"
+            if not d.symbols:
+                body.append(f"if {size} != {d.factor}: {fallback}")
+            elif len(d.symbols) == 1:
+                sym = d.symbols[0]
+                if sym in bound_syms:
+                    body.append(f"if {size} != {_dim_expr(d)}: {fallback}")
+                elif d.factor == 1:
+                    body.append(f"_y_{sym} = {size}")
+                    bound_syms.add(sym)
+                else:
+                    body.append(f"if {size} % {d.factor}: {fallback}")
+                    body.append(f"_y_{sym} = {size} // {d.factor}")
+                    bound_syms.add(sym)
+            else:
+                deferred.append((v, axis, d))
+    for a in args:
+        if a.kind == "size":
+            body.append(f"if type({a.name}) is not int or {a.name} < 0: {fallback}")
+            body.append(f"_y_{a.name} = {a.name}")
+            bound_syms.add(a.name)
+    for v, axis, d in deferred:
+        missing = set(d.symbols) - bound_syms
+        if missing:
+            body.append(fallback)  # unreachable sizes: let the general path explain
+            break
+        body.append(f"if _s_{v}[{axis}] != {_dim_expr(d)}: {fallback}")
+    for i, o in enumerate(outs):
+        if o.name == "return":
+            continue
+        if any(set(d.symbols) - bound_syms for d in o.shape):
+            body.append(fallback)
+            break
+        ns[f"_od{i}"] = TORCH_DTYPES[o.dtype]
+        dims = ", ".join(_dim_expr(d) for d in o.shape)
+        # torch.empty(d0, d1, dtype=...) parses faster than torch.empty((d0, d1), ...)
+        body.append(f"_o{i} = _empty({dims or '()'}, dtype=_od{i})")
+
+    cargs: list[str] = []
+    out_index = {o.name: i for i, o in enumerate(outs)}
+    for p in bound.params:
+        if p.name in hidden:
+            ns[f"_h_{p.name}"] = hidden[p.name]
+            cargs.append(f"_h_{p.name}()")
+        elif p.kind == "array":
+            ref = f"_o{out_index[p.name]}" if p.role == "out" else p.pyname
+            if arg_of_param.get(p.pyname) is not None and arg_of_param[p.pyname].optional:
+                cargs.append("_NULL")
+            elif bound.pointers_as_int:
+                cargs.append(f"{ref}.data_ptr()")
+            else:
+                ns[f"_ct{p.index}"] = p.ctype
+                cargs.append(f"_cast(_ct{p.index}, {ref}.data_ptr())")
+        elif p.fill is not None:
+            if p.pyname in arg_of_param:
+                cargs.append(p.pyname)
+            elif p.fill.numel_of is not None:
+                src = by_name.get(p.fill.numel_of)
+                if src is None or src.kind != "array" or src.role == "out":
+                    body.append(fallback)
+                    cargs.append("0")
+                else:
+                    cargs.append(f"{pyname_of[src.name]}.numel()")
+            else:
+                assert p.fill.dim is not None
+                if set(p.fill.dim.symbols) - bound_syms:
+                    body.append(fallback)
+                cargs.append(_dim_expr(p.fill.dim))
+        else:
+            cargs.append(p.pyname)
+    body.append("try:")
+    body.append(f"    _r = _c({', '.join(cargs)})")
+    body.append("except (TypeError, OverflowError):")
+    body.append(f"    {fallback}")
+    mutated = [a.name for a in args if a.kind == "tensor" and a.mutated]
+    if mutated:
+        body.append(f"_bump(({', '.join(mutated)},))")
+    if bound.returns == "status":
+        ns["_status"] = bound._raise_status
+        body.append("if _r: _status(_r)")
+    results = [f"_o{i}" for i, o in enumerate(outs) if o.name != "return"]
+    if bound.returns == "value":
+        ns["_tensor"] = torch.tensor
+        ns["_rd"] = TORCH_DTYPES[outs[-1].dtype]
+        results.append("_tensor(_r, dtype=_rd)")
+    if not results:
+        body.append("return None")
+    elif len(results) == 1:
+        body.append(f"return {results[0]}")
+    else:
+        body.append(f"return ({', '.join(results)})")
+    fname = "_tk" + bound._safe_name()
+    # The dispatcher drops trailing arguments equal to their defaults (None for
+    # optional tensors), so those take defaults here.
+    params = list(argnames)
+    for i in range(len(args) - 1, -1, -1):
+        if not args[i].optional:
+            break
+        params[i] += "=None"
+    src = f"def {fname}({', '.join(params)}):\n" + "".join(f"    {line}\n" for line in body)
+    exec(compile(src, f"<tensorffi tensor kernel: {bound.name}>", "exec"), ns)
+    fn = ns[fname]
+    fn.__qualname__ = fn.__name__ = bound.name
+    fn.__tensorffi_source__ = src  # type: ignore[attr-defined]
+    return fn
+
+
+def _tensor_slow_path(
+    bound: BoundFunction, args: list[TensorArg], outs: list[TensorOutput], hidden: Mapping[str, Callable[[], Any]]
+) -> Callable[..., Any]:
+    """The general path of a tensor kernel: the bridge's checked call, with written
+    tensors detached (same memory and version counter; the operator layer has
+    already decided that the write is allowed)."""
+    pos = {a.name: i for i, a in enumerate(args)}
+    value_result = bound.returns == "value"
+    result_dtype = TORCH_DTYPES[outs[-1].dtype] if value_result else None
+
+    def slow(*values: Any) -> Any:
+        given: list[Any] = []
+        for p in bound.params:
+            if p.name in hidden:
+                given.append(hidden[p.name]())
+            elif p.pyname in pos:
+                v = values[pos[p.pyname]]
+                if p.kind == "array" and p.written and isinstance(v, _Tensor) and v.requires_grad:
+                    v = v.detach()
+                given.append(v)
+            else:
+                given.append(None)
+        given += [values[pos[s]] for s in bound.free_symbols]
+        result = bound._call_slow(*given)
+        if not value_result:
+            return result
+        if isinstance(result, tuple):
+            return (*result[1:], torch.tensor(result[0], dtype=result_dtype))
+        return torch.tensor(result, dtype=result_dtype)
+
+    return slow
+
+
 def bind_function(
     ffi: Any,
     cfunc: Callable[..., Any],
@@ -834,4 +1155,4 @@ def bind_function(
     return BoundFunction(ffi, cfunc, decl, contract, **options).call
 
 
-__all__ = ["bind_function", "BoundFunction", "Struct", "strided", "prepare_array", "TORCH_DTYPES", "NUMPY_DTYPES", "NativeError"]
+__all__ = ["bind_function", "BoundFunction", "TensorArg", "TensorOutput", "tensor_signature", "tensor_kernel", "Struct", "strided", "prepare_array", "TORCH_DTYPES", "NUMPY_DTYPES", "NativeError"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 from typing import Any
 
 from ._callbacks import CallbackScope
@@ -16,26 +15,40 @@ from .library import Library
 #: (``int`` results are statuses). Kernel modules bind with contracts instead.
 raw = Library(ffi, lib, DECLS, default_returns="status", error_message=last_error, description="tensorffi._native")
 
-_threads = threading.local()
-_default_threads: list[int | None] = [None]
+# The process-wide thread count: set_num_threads(), else computed once from
+# $TENSORFFI_NUM_THREADS or the CPUs this process may use. A forked child recomputes
+# it (its CPU affinity may differ); C keeps no thread pool, so nothing else is reset.
+_thread_state: list[int | None] = [None, None]  # [set by the user, default]
 
 
-def get_num_threads() -> int:
-    """Threads our kernels use: set_num_threads(), else $TENSORFFI_NUM_THREADS, else all CPUs."""
-    n = getattr(_threads, "n", None) or _default_threads[0]
-    if n:
-        return n
+def _default_threads() -> int:
     env = os.environ.get("TENSORFFI_NUM_THREADS", "")
     if env.isdigit() and int(env) > 0:
         return int(env)
     return int(lib.tf_cpu_count())
 
 
+def _reset_after_fork() -> None:
+    _thread_state[1] = None
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def get_num_threads() -> int:
+    """Threads our kernels use: set_num_threads(), else $TENSORFFI_NUM_THREADS, else all CPUs."""
+    n = _thread_state[0] or _thread_state[1]
+    if n:
+        return n
+    _thread_state[1] = n = _default_threads()
+    return n
+
+
 def set_num_threads(n: int | None) -> None:
     """Set the thread count of tensorffi's kernels for the whole process (None: default)."""
-    if n is not None and (not isinstance(n, int) or n < 1):
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise ValueError(f"set_num_threads expects a positive integer or None, got {n!r}")
-    _default_threads[0] = n
+    _thread_state[0] = n
 
 
 def resolve_threads(threads: int | None) -> int:
@@ -87,6 +100,22 @@ axpy_.__doc__ = """y += a * x for float64 vectors of the same length (a bridge e
 
 iota = native("tf_core_iota_i64", "x: out [n]")
 iota.__doc__ = """A new int64 tensor [0, 1, ..., n-1]: ``iota(n=5)`` (an out-allocation example)."""
+
+_scaled = native("tf_core_scaled_f32", "x: [n]; y: out [n]")
+
+
+def scaled(x: Any, a: float, *, threads: int | None = None) -> Any:
+    """A new float32 tensor (or array) ``a * x``, computed on ``threads`` threads.
+
+    The bridge's out-of-place, multi-threaded example (also the operator
+    ``torch.ops.tensorffi.scaled``, which is differentiable).
+
+    >>> import torch, tensorffi
+    >>> tensorffi.core.scaled(torch.tensor([1.0, 2.0]), 3.0).tolist()
+    [3.0, 6.0]
+    """
+    return _scaled(x, a, resolve_threads(threads))
+
 
 _span_sum = native("tf_core_span_sum", "out: out [1]")
 
