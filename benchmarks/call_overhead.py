@@ -16,7 +16,9 @@ once through cffi API mode (raw cffi, and ``tensorffi.compile()``):
 
 Medians of many repetitions (each a batch of calls), in one run, at 16 and
 1,000,000 float32 elements; ratios against the seed recipe and raw cffi. Then the
-GIL check: two threads each calling a 50 ms C function.
+GIL check: two threads each calling a 50 ms C function. Last, operators:
+``torch.ops.tensorffi.*`` against a C++ ``TORCH_LIBRARY`` operator and
+``torch.library.custom_op`` (see op_overhead.py).
 """
 from __future__ import annotations
 
@@ -149,6 +151,7 @@ def machine() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--no-ops", action="store_true", help="skip the torch.ops operator comparison")
     args = parser.parse_args()
     print(f"machine: {machine()}\n")
     with tempfile.TemporaryDirectory() as tmp:
@@ -168,6 +171,12 @@ def main() -> None:
     print("### GIL release: two threads each calling a 50 ms C function\n")
     print(f"one call: {gil['one call (s)'] * 1e3:.1f} ms; two threads together: {gil['two threads (s)'] * 1e3:.1f} ms "
           f"({'GIL released' if gil['two threads (s)'] < 1.5 * gil['one call (s)'] else 'serialised?'})")
+    if not args.no_ops:
+        # Operators: torch.ops.tensorffi.* vs a C++ TORCH_LIBRARY op vs custom_op (op_overhead.py).
+        import op_overhead
+
+        print("\n### PyTorch operators\n")
+        print(op_overhead.table(op_overhead.measure(quick=args.quick)))
 
 
 if __name__ == "__main__":
