@@ -626,15 +626,17 @@ typedef union {
 } tf_val;
 
 /* The value of the number at tok, the slow way (long digit strings, inf, nan, ties). */
-__attribute__((noinline, cold)) static void tf_value_cold(const uint8_t *tok, const uint8_t *end, int dt, tf_val *v) {
+__attribute__((noinline, cold)) static tf_val tf_value_cold(const uint8_t *tok, const uint8_t *end, int dt) {
     tf_num num;
+    tf_val v;
     tf_scan_number(tok, end, &num); /* the hot scan accepted it: so does this one */
     switch (dt) {
-    case TF_DT_F32: v->f = tf_num_f32(&num); break;
-    case TF_DT_F64: v->d = tf_num_f64(&num); break;
-    case TF_DT_F16: v->h = tf_num_narrow(&num, 10, 5); break;
-    default: v->h = tf_num_narrow(&num, 7, 8); break;
+    case TF_DT_F32: v.f = tf_num_f32(&num); break;
+    case TF_DT_F64: v.d = tf_num_f64(&num); break;
+    case TF_DT_F16: v.h = tf_num_narrow(&num, 10, 5); break;
+    default: v.h = tf_num_narrow(&num, 7, 8); break;
     }
+    return v;
 }
 
 /* The hot scan: like tf_scan_number, but keeps only w, q and the sign (in registers).
@@ -643,13 +645,16 @@ static inline __attribute__((always_inline)) const uint8_t *tf_scan_fast(const u
                                                                        uint64_t *w_out, int64_t *q_out, int *neg_out,
                                                                        int *simple) {
     int neg = 0;
-    if (p < end && (*p == '-' || *p == '+')) {
-        neg = *p == '-';
-        p++;
+    if (__builtin_expect(p < end, 1)) { /* branch-free: signs are unpredictable in real data */
+        uint8_t c = *p;
+        neg = c == '-';
+        p += neg | (c == '+');
     }
     uint64_t w = 0;
     const uint8_t *ib = p;
-    p = tf_scan_digits(p, end, &w);
+    /* Integer parts are usually short: a byte loop beats the eight-byte trick there. */
+    while (p < end && tf_is_digit(*p) && p - ib < 8) w = w * 10 + (uint64_t)(*p++ - '0');
+    if (p - ib == 8) p = tf_scan_digits(p, end, &w);
     int64_t nd = p - ib, fl = 0;
     if (p < end && *p == '.') {
         const uint8_t *fb = ++p;
@@ -712,7 +717,7 @@ static inline __attribute__((always_inline)) const uint8_t *tf_value_hot(const u
         }
         }
     }
-    tf_value_cold(p, end, dt, v);
+    *v = tf_value_cold(p, end, dt); /* by value: v stays in a register on the hot path */
     return e;
 }
 
@@ -856,10 +861,61 @@ static const uint8_t *tf_record_end(const tf_syntax *sx, const uint8_t *p) {
     }
 }
 
+#if TF_X86
+/* Bit i set where byte i of the 64 at p equals c. */
+__attribute__((target("avx2"))) static inline uint64_t tf_eq64(__m256i lo, __m256i hi, uint8_t c) {
+    const __m256i v = _mm256_set1_epi8((char)c);
+    uint64_t a = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(lo, v));
+    uint64_t b = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(hi, v));
+    return a | (b << 32);
+}
+
+/* Count whole lines in [p, to) 64 bytes at a time, as long as the bytes are simple: no
+ * quote, no comment byte, and no blank right before a line end (so a line is a record
+ * exactly when the byte before its terminator is neither a terminator nor blank).
+ * Returns the start of the first line not counted (the scalar loop goes on from
+ * there); *rows gets the records counted. p must be a line start. */
+__attribute__((target("avx2"))) static const uint8_t *tf_count_simple_avx2(const tf_syntax *sx, const uint8_t *p,
+                                                                           const uint8_t *to, int64_t *rows) {
+    const uint8_t *line = p;
+    int64_t r = 0;
+    uint64_t prev_content = 0, prev_blank = 0, prev_cr = 0; /* carried from the block before */
+    const int blank_tab = sx->delim != '\t', blank_space = sx->delim != ' ';
+    while (to - p >= 64) {
+        __m256i lo = _mm256_loadu_si256((const __m256i *)p), hi = _mm256_loadu_si256((const __m256i *)(p + 32));
+        uint64_t nl = tf_eq64(lo, hi, '\n'), cr = tf_eq64(lo, hi, '\r');
+        uint64_t special = tf_eq64(lo, hi, '"') | tf_eq64(lo, hi, sx->cm);
+        uint64_t blank = (blank_space ? tf_eq64(lo, hi, ' ') : 0) | (blank_tab ? tf_eq64(lo, hi, '\t') : 0);
+        if (sx->cm == '\n') special &= ~nl; /* no comment byte: cm is a stand-in */
+        if (special) break;
+        uint64_t content = ~(nl | cr | blank);
+        uint64_t ends = cr | (nl & ~((cr << 1) | prev_cr)); /* first byte of each terminator */
+        if (ends & ((blank << 1) | prev_blank)) break;
+        r += __builtin_popcountll(ends & ((content << 1) | prev_content));
+        if (ends) {
+            int last = 63 - __builtin_clzll(ends);
+            const uint8_t *t = p + last;
+            line = t + 1;
+            if (*t == '\r' && line < sx->end && *line == '\n') line++;
+        }
+        prev_content = content >> 63;
+        prev_blank = blank >> 63;
+        prev_cr = cr >> 63;
+        p += 64;
+    }
+    /* Records whose terminator came after `line` are recounted by the caller. */
+    *rows = r;
+    return line;
+}
+#endif
+
 /* Count the records starting in [from, to); returns the start of the first line
  * after them (>= to, beyond it when the last record spans lines). */
 static const uint8_t *tf_count_records(const tf_syntax *sx, const uint8_t *p, const uint8_t *to, int64_t *rows) {
     int64_t r = 0;
+#if TF_X86
+    if (sx->simd >= TF_SIMD_AVX2 && to - p >= 256) p = tf_count_simple_avx2(sx, p, to, &r);
+#endif
     while (p < to) {
         const uint8_t *q = tf_skip_blanks(sx, p);
         if (q == sx->end) {
@@ -1134,7 +1190,7 @@ static int tf_check_syntax(const char *fname, const uint8_t *data, int64_t n, in
     if (delimiter < 1 || delimiter > 127 || delimiter == '"' || delimiter == '\n' || delimiter == '\r')
         return tf_error(TF_EINVAL, "%s: invalid delimiter byte %d", fname, delimiter);
     if (comment != -1 && (comment < 1 || comment > 127 || comment == '"' || comment == '\n' || comment == '\r' ||
-                          comment == delimiter))
+                          comment == ' ' || comment == '\t' || comment == delimiter))
         return tf_error(TF_EINVAL, "%s: invalid comment byte %d", fname, comment);
     return TF_OK;
 }

@@ -142,6 +142,8 @@ def read_csv(
         raise TypeError("NumPy has no bfloat16 dtype: use like=torch (the default) for bfloat16")
     delim = _char_code(delimiter, "delimiter")
     comment_code = -1 if comment is None else _char_code(comment, "comment")
+    if comment in (" ", "\t"):
+        raise ValueError(f"comment cannot be a blank ({comment!r}): blanks around fields are ignored")
     if comment_code == delim:
         raise ValueError(f"comment and delimiter must differ, both are {delimiter!r}")
     if header is None:

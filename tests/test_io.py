@@ -593,7 +593,9 @@ def test_empty_inputs():
     assert t.shape == (0, 2) and names == ["a", "b"]
 
 
-def random_csv(rng: np.random.Generator, rows: int, cols: int, text_cols: set[int]) -> tuple[bytes, np.ndarray]:
+def random_csv(
+    rng: np.random.Generator, rows: int, cols: int, text_cols: set[int], mixed_eol: bool = False
+) -> tuple[bytes, np.ndarray]:
     """A CSV with awkward but valid structure, and its numbers as float64."""
     values = np.empty((rows, cols))
     lines = []
@@ -611,16 +613,19 @@ def random_csv(rng: np.random.Generator, rows: int, cols: int, text_cols: set[in
             text = repr(x) if form == 0 else f"{x:.6g}" if form == 1 else f"{x:.3e}" if form == 2 else f" {x:.5f} " if form == 3 else f'"{x}"'
             values[r, c] = float(text.strip().strip('"'))
             fields.append(text)
-        lines.append(",".join(fields))
+        lines.append(",".join(fields) + (" \t"[: int(rng.integers(0, 3))] if rng.random() < 0.1 else ""))
         if rng.random() < 0.1:
-            lines.append("")  # a blank line
+            lines.append(" " * int(rng.integers(0, 3)))  # a blank line
+    if mixed_eol:
+        ends = rng.choice(["\n", "\r\n", "\r"], size=len(lines))
+        return "".join(line + end for line, end in zip(lines, ends)).encode(), values
     eol = "\r\n" if rng.random() < 0.5 else "\n"
     return (eol.join(lines) + eol).encode(), values
 
 
 def test_against_python_csv_module(rng):
     data, values = random_csv(rng, 200, 6, {1, 4})
-    rows = [r for r in csv.reader(io.StringIO(data.decode(), newline=""), skipinitialspace=True) if r]
+    rows = [r for r in csv.reader(io.StringIO(data.decode(), newline=""), skipinitialspace=True) if "".join(r).strip()]
     ref = np.array([[float(f) for i, f in enumerate(r) if i not in (1, 4)] for r in rows])
     got = tio.read_csv(data, dtype=torch.float64, usecols=[0, 2, 3, 5], header=False)
     assert np.array_equal(got.numpy(), ref)
@@ -639,6 +644,22 @@ def test_chunk_boundaries_everywhere(rng, monkeypatch, simd):
         for threads in (1, 3):
             got = tio.read_csv(data, dtype="float64", usecols=[0, 1, 3], header=False, threads=threads)
             assert np.array_equal(got.numpy(), want), (chunk, threads)
+
+
+@pytest.mark.parametrize("text_cols", [set(), {1}])
+def test_vector_and_scalar_counting_agree(rng, monkeypatch, text_cols):
+    """Pass 1 counts 64 bytes at a time where the text is simple (AVX2) and line by
+    line elsewhere; blank lines, trailing blanks and every line end must agree."""
+    data, values = random_csv(rng, 3000, 3, text_cols, mixed_eol=True)
+    numeric = [c for c in range(3) if c not in text_cols]
+    results = []
+    for simd in ("scalar", "avx2"):
+        monkeypatch.setenv("TENSORFFI_SIMD", simd)
+        for chunk in (None, 300, 4099):
+            monkeypatch.setattr(tio, "_CHUNK_BYTES", chunk)
+            results.append(tio.read_csv(data, dtype="float64", usecols=numeric, header=False, threads=2).numpy())
+    for got in results:
+        assert np.array_equal(got, values[:, numeric])
 
 
 # --------------------------------------------------------------------------- #
@@ -798,7 +819,7 @@ def test_result_kinds(dtype, np_dtype):
     [
         ({"dtype": torch.int32}, TypeError), ({"dtype": "float8"}, TypeError), ({"delimiter": '"'}, ValueError),
         ({"delimiter": ",,"}, ValueError), ({"delimiter": "\n"}, ValueError), ({"delimiter": "1"}, ValueError),
-        ({"delimiter": "é"}, ValueError), ({"comment": ","}, ValueError), ({"comment": "e"}, ValueError),
+        ({"delimiter": "é"}, ValueError), ({"comment": ","}, ValueError), ({"comment": "e"}, ValueError), ({"comment": " "}, ValueError),
         ({"header": "yes"}, ValueError), ({"skiprows": -1}, ValueError), ({"max_rows": -1}, ValueError),
         ({"max_rows": 1.5}, ValueError), ({"threads": 0}, ValueError), ({"missing": "x"}, TypeError),
         ({"like": "jax"}, ValueError), ({"usecols": [1.5]}, TypeError), ({"progress": 3}, TypeError),
