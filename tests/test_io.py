@@ -781,6 +781,12 @@ def test_sources(tmp_path):
         assert names is None and rows_of(t) == want
     with open(path, "rb", buffering=0) as f:
         assert rows_of(tio.read_csv(io.BufferedReader(f))) == want
+    import gzip
+
+    with gzip.open(tmp_path / "t.csv.gz", "wb") as g:
+        g.write(data)
+    with gzip.open(tmp_path / "t.csv.gz", "rb") as g:  # a file object that is not a plain file
+        assert rows_of(tio.read_csv(g)) == want
     empty = tmp_path / "empty.csv"
     empty.write_bytes(b"")
     assert tio.read_csv(empty).shape == (0, 0)
