@@ -1004,6 +1004,34 @@ def test_files_over_4_gib(tmp_path):
 
 
 @pytest.mark.slow
+def test_sigint_interrupts_a_long_parse():
+    """A real Ctrl-C (SIGINT) during a long parse raises KeyboardInterrupt in the
+    caller instead of being lost while C runs."""
+    import signal
+    import subprocess
+    import time
+
+    script = (
+        "import sys; sys.path.insert(0, %r)\n"
+        "import tensorffi.io as tio\n"
+        "row = b','.join(b'%%d.%%d' %% (i, i) for i in range(8)) + b'\\n'\n"
+        "data = row * 40_000_000\n"  # ~1.3 GB: seconds of work on one thread
+        "print('ready', flush=True)\n"
+        "try:\n"
+        "    tio.read_csv(data, header=False, threads=1)\n"
+        "    print('finished', flush=True)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True)\n"
+    ) % str(ROOT)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert out.strip() == "interrupted"
+
+
+@pytest.mark.slow
 def test_long_random_fuzz(rng):
     for dtype in FORMATS:
         check_exact(random_decimals(rng, 50000), dtype)
