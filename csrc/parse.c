@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* parse.c — numeric CSV to tensors: correctly rounded, parallel, precise about errors.
  *
- * Number conversion. A field is scanned once into a tf_num: up to 19 significant digits
- * w and a decimal exponent q, value = w * 10^q. Then, per output type:
+ * Number conversion. The hot path scans a field into up to 19 significant digits w and
+ * a decimal exponent q, value = w * 10^q, kept in registers (longer numbers, inf and
+ * nan are re-scanned by a cold path into a tf_num that also remembers the digits).
+ * Then, per output type:
  *   - Clinger's fast path when w and 10^|q| are exact in the target type (one IEEE
  *     multiplication or division in that type: a single rounding);
  *   - otherwise Eisel-Lemire (as in fast_float: a 64x128-bit product with a truncated
@@ -430,8 +432,9 @@ static uint64_t tf_dec_rounded_integer(const tf_dec *a) {
     return n + (uint64_t)tf_dec_round_up(a, a->dp);
 }
 
-/* The bits of the binary format (mb mantissa bits, eb exponent bits, exponent bias
- * -bias... as in Go's floatInfo) nearest to the decimal in `num`. */
+/* The bits of the binary format with mb mantissa bits and eb exponent bits nearest to
+ * the decimal in `num` (ties to even). `bias` is Go's floatInfo.bias: minus the IEEE
+ * exponent bias (-1023 for float64, -127 for float32). Exact for any input length. */
 __attribute__((noinline, cold)) static uint64_t tf_exact_bits(const tf_num *num, int mb, int eb, int bias) {
     static const int powtab[9] = {1, 3, 6, 9, 13, 16, 19, 23, 26};
     tf_dec dd, *d = &dd;
@@ -1632,12 +1635,15 @@ static inline __attribute__((always_inline)) int tf_fill_chunk(tf_runner *r, con
                 last_report = p;
             }
         }
-        /* blank and comment lines before the record */
-        const uint8_t *q;
-        int k;
-        while ((k = tf_noise_line(sx, p, &q, err)) == 1) p = q;
-        if (k != 0) return k < 0 ? -1 : tf_fail(err, TF_PE_INTERNAL, sx, p, p, p, 0, 0);
-        const uint8_t *const rec = p = q;
+        /* blank and comment lines before the record (usually none) */
+        if (__builtin_expect(p >= E || TF_BLANK(*p) || *p == '\n' || *p == '\r' || *p == comment, 0)) {
+            const uint8_t *q;
+            int k;
+            while ((k = tf_noise_line(sx, p, &q, err)) == 1) p = q;
+            if (k != 0) return k < 0 ? -1 : tf_fail(err, TF_PE_INTERNAL, sx, p, p, p, 0, 0);
+            p = q;
+        }
+        const uint8_t *const rec = p;
         const int64_t base = (row0 + ri) * cols;
         int64_t j = 0;
         for (;;) { /* one field */
@@ -1653,6 +1659,12 @@ static inline __attribute__((always_inline)) int tf_fill_chunk(tf_runner *r, con
                 const uint8_t *e = tf_value_hot(p, E, dt, &v);
                 if (__builtin_expect(e != NULL, 1)) {
                     p = e;
+                    if (__builtin_expect(p < E && *p == delim, 1)) { /* the common case */
+                        tf_store(out, base + col, dt, v);
+                        p++;
+                        j++;
+                        continue;
+                    }
                     while (p < E && TF_BLANK(*p)) p++;
                 } else if (p == E || *p == delim || *p == '\n' || *p == '\r' || *p == comment) {
                     v = missing;
