@@ -249,6 +249,21 @@ static const uint8_t *tf_scan_number(const uint8_t *p, const uint8_t *end, tf_nu
 /* Eisel-Lemire (after fast_float, Apache-2.0/MIT/BSL)                     */
 /* ======================================================================== */
 
+/* The 128-bit product a * b as (*hi, return value = low half). */
+static inline uint64_t tf_mul128(uint64_t a, uint64_t b, uint64_t *hi) {
+#if defined(__SIZEOF_INT128__)
+    __extension__ unsigned __int128 r = (unsigned __int128)a * b;
+    *hi = (uint64_t)(r >> 64);
+    return (uint64_t)r;
+#else
+    uint64_t a0 = (uint32_t)a, a1 = a >> 32, b0 = (uint32_t)b, b1 = b >> 32;
+    uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
+    uint64_t mid = (p00 >> 32) + (uint32_t)p01 + (uint32_t)p10;
+    *hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
+    return (mid << 32) | (uint32_t)p00;
+#endif
+}
+
 typedef struct {
     uint64_t m;  /* mantissa bits (implicit bit cleared) */
     int32_t p2;  /* biased exponent; -1: cannot decide, use the exact path */
@@ -272,11 +287,11 @@ static inline __attribute__((always_inline)) tf_am tf_eisel_lemire(int64_t q, ui
     int lz = __builtin_clzll(w);
     w <<= lz;
     const uint64_t *pw = &tf_pow5_128[2 * (q - TF_POW5_MIN)];
-    unsigned __int128 first = (unsigned __int128)w * pw[0];
-    uint64_t hi = (uint64_t)(first >> 64), lo = (uint64_t)first;
+    uint64_t hi, lo = tf_mul128(w, pw[0], &hi);
     const uint64_t precision_mask = UINT64_MAX >> (mb + 3);
     if ((hi & precision_mask) == precision_mask) {
-        uint64_t shi = (uint64_t)(((unsigned __int128)w * pw[1]) >> 64);
+        uint64_t shi;
+        (void)tf_mul128(w, pw[1], &shi);
         lo += shi;
         if (shi > lo) hi++;
     }
