@@ -9,6 +9,18 @@ once, directly from the decimal text). Malformed input is a
 :class:`tensorffi.ParseError` that names the line, column and byte offset; nothing
 is dropped or truncated silently.
 
+Memory: paths and plain files are memory-mapped, bytes-like inputs are read in
+place; beyond the output, a call allocates bookkeeping proportional to the number
+of chunks (about 100 bytes per chunk of 0.25-8 MiB), never a Python object per
+value. File objects that are not plain files (a GzipFile, a pipe) are read into
+memory first.
+
+How it works: pass 1 cuts the input into chunks at line starts and counts the
+records of each chunk on all threads (a chunk that turns out to begin inside a
+quoted field is recounted from the true record start); the output is allocated
+with the exact row count; pass 2 parses the chunks in parallel into their rows.
+Errors are collected per chunk and the first one in the file is raised.
+
 >>> import tensorffi.io
 >>> tensorffi.io.read_csv(b"x,y\\n1.5,2\\n3,-4e-1\\n", dtype="float64").tolist()
 [[1.5, 2.0], [3.0, -0.4]]
@@ -45,7 +57,7 @@ _MAX_CHUNK = 8 << 20
 
 _BOM = b"\xef\xbb\xbf"
 
-# dtype -> (kernel, torch dtype, numpy dtype or None, storage dtype when they differ)
+# Accepted dtype spellings -> the kernel (tf_parse_fill_<kernel>) that writes them.
 _KERNELS: dict[Any, str] = {
     torch.float32: "f32",
     torch.float64: "f64",
