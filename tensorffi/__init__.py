@@ -9,7 +9,7 @@
 """
 from __future__ import annotations
 
-from . import core, errors, ops
+from . import core, errors, io, ops
 from ._version import __version__
 from .bridge import Struct, strided
 from .byo import cache_dir, compile, load
@@ -35,6 +35,7 @@ from .library import Library
 __all__ = [
     "__version__",
     "core",
+    "io",
     "errors",
     "ops",
     "info",

@@ -17,7 +17,22 @@ from ._lib import ffi, lib
 ProgressArg = "bool | Callable[[int, int], object] | None"
 
 
-@ffi.def_extern()
+def _on_progress_error(exc_type: Any, exc_value: BaseException | None, tb: Any) -> int:
+    """An exception escaped tf_py_progress itself, outside CallbackScope.report: most
+    often Ctrl-C, whose KeyboardInterrupt Python raises at the callback's first
+    bytecode. Without this, cffi would print it, return 0 and let C run on, losing
+    the interrupt. Store it in the scope (found through the callback's `handle`
+    argument, as cffi's documentation suggests) and ask C to stop."""
+    frame = tb.tb_frame if tb is not None else None
+    handle = frame.f_locals.get("handle") if frame is not None else None
+    if handle is not None and exc_value is not None:
+        scope: CallbackScope = ffi.from_handle(handle)
+        if scope.error is None:
+            scope.error = exc_value
+    return 1
+
+
+@ffi.def_extern(error=1, onerror=_on_progress_error)
 def tf_py_progress(handle: Any, done: int, total: int) -> int:
     scope: CallbackScope = ffi.from_handle(handle)
     return scope.report(done, total)

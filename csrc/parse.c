@@ -1,0 +1,1840 @@
+/* SPDX-License-Identifier: MIT */
+/* parse.c — numeric CSV to tensors: correctly rounded, parallel, precise about errors.
+ *
+ * Number conversion. The hot path scans a field into up to 19 significant digits w and
+ * a decimal exponent q, value = w * 10^q, kept in registers (longer numbers, inf and
+ * nan are re-scanned by a cold path into a tf_num that also remembers the digits).
+ * Then, per output type:
+ *   - Clinger's fast path when w and 10^|q| are exact in the target type (one IEEE
+ *     multiplication or division in that type: a single rounding);
+ *   - otherwise Eisel-Lemire (as in fast_float: a 64x128-bit product with a truncated
+ *     power of five), for float32 directly in float32's format;
+ *   - when the input had more than 19 significant digits, Eisel-Lemire on w and w+1:
+ *     if both round alike the result is exact, otherwise (and in the never-observed
+ *     case where the product is not precise enough) an exact big-decimal conversion
+ *     (the "simple decimal conversion" of Go's strconv and Wuffs: 800 digits plus a
+ *     sticky "more non-zero digits" flag, enough for any binary64 halfway point).
+ *   - float16 and bfloat16: the exact float64 d is rounded once more, which is correct
+ *     unless d lies exactly halfway between two targets; then the big-decimal
+ *     conversion decides in the target's own format.
+ *
+ * CSV. Pass 1 (tf_parse_count) cuts the data into chunks at line starts and counts
+ * records per chunk in parallel; a chunk whose first line is really inside a quoted
+ * field (found out while resolving chunks in order) is recounted from the true
+ * record start. Pass 2 (tf_parse_fill_*) parses chunks in parallel into the rows the
+ * counts assign them. Chunks are handed out dynamically; the calling thread works
+ * too and is the only one that reports progress. Each chunk records its first error;
+ * the error of the lowest chunk is the first in the file and is the one reported.
+ */
+#define _GNU_SOURCE
+#define TF_INTERNAL
+#include "tensorffi.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define TF_X86 1
+#else
+#define TF_X86 0
+#endif
+
+#include "parse_pow5.h"
+
+typedef int (*tf_report_fn)(void *handle, int64_t done, int64_t total);
+
+/* ======================================================================== */
+/* number syntax                                                            */
+/* ======================================================================== */
+
+/* Saturation of explicit exponents: far beyond every format's range, and small enough
+ * that exponent arithmetic on int64 cannot overflow for any input length. */
+#define TF_EXP_SAT 100000000000000000LL /* 1e17 */
+
+typedef struct {
+    uint64_t w;              /* the first (up to) 19 significant digits */
+    int64_t q;               /* value = w * 10^q (exactly unless `many`) */
+    const uint8_t *ib, *fb;  /* integer and fraction digits */
+    int64_t il, fl;
+    int64_t e;               /* the explicit exponent, saturated */
+    int neg;
+    int many;                /* non-zero digits beyond the 19 kept in w */
+    int special;             /* 0 finite, 1 infinity, 2 nan */
+} tf_num;
+
+static inline int tf_is_digit(uint8_t c) { return (uint8_t)(c - '0') < 10; }
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define TF_SWAR 1
+static inline uint64_t tf_load8(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+/* All eight bytes are ASCII digits (fast_float's test). */
+static inline int tf_eight_digits(uint64_t v) {
+    return ((v & 0xF0F0F0F0F0F0F0F0ull) | (((v + 0x0606060606060606ull) & 0xF0F0F0F0F0F0F0F0ull) >> 4)) ==
+           0x3333333333333333ull;
+}
+/* The value of eight ASCII digits, first digit in the lowest byte. */
+static inline uint64_t tf_eight_value(uint64_t v) {
+    const uint64_t mask = 0x000000FF000000FFull;
+    const uint64_t mul1 = 0x000F424000000064ull; /* 100 + (1000000 << 32) */
+    const uint64_t mul2 = 0x0000271000000001ull; /* 1 + (10000 << 32) */
+    v -= 0x3030303030303030ull;
+    v = (v * 10) + (v >> 8);
+    return (((v & mask) * mul1) + (((v >> 16) & mask) * mul2)) >> 32;
+}
+#else
+#define TF_SWAR 0
+#endif
+
+/* Accumulate the digits at p into *w (wrapping: only exact when few) and return the
+ * first non-digit. */
+static inline const uint8_t *tf_scan_digits(const uint8_t *p, const uint8_t *end, uint64_t *w) {
+    uint64_t x = *w;
+#if TF_SWAR
+    static const uint64_t p10[8] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000};
+    while (end - p >= 8) {
+        uint64_t v = tf_load8(p);
+        /* Byte i of nd is zero iff byte i of v is a digit (a carry out of a byte >= 0xFA
+         * can only disturb later bytes, which do not matter once one is not a digit). */
+        uint64_t nd = ((v & 0xF0F0F0F0F0F0F0F0ull) | (((v + 0x0606060606060606ull) & 0xF0F0F0F0F0F0F0F0ull) >> 4)) ^
+                      0x3333333333333333ull;
+        if (nd == 0) {
+            x = x * 100000000u + tf_eight_value(v);
+            p += 8;
+            continue;
+        }
+        int k = __builtin_ctzll(nd) >> 3; /* leading digits, 0..7 */
+        if (k) {
+            /* Move the k digits to the top and fill the bottom with '0's. */
+            v = (v << (64 - 8 * k)) | (0x3030303030303030ull >> (8 * k));
+            x = x * p10[k] + tf_eight_value(v);
+            p += k;
+        }
+        *w = x;
+        return p;
+    }
+#endif
+    while (p < end && tf_is_digit(*p)) {
+        x = x * 10 + (uint64_t)(*p - '0');
+        p++;
+    }
+    *w = x;
+    return p;
+}
+
+/* "inf", "infinity" or "nan" in any case at p; returns the end or NULL. */
+static const uint8_t *tf_scan_special(const uint8_t *p, const uint8_t *end, int *special) {
+    if (end - p < 3) return NULL;
+    uint8_t a = p[0] | 0x20, b = p[1] | 0x20, c = p[2] | 0x20;
+    if (a == 'i' && b == 'n' && c == 'f') {
+        p += 3;
+        static const char rest[] = "inity";
+        if (end - p >= 5) {
+            int k = 0;
+            while (k < 5 && (p[k] | 0x20) == rest[k]) k++;
+            if (k == 5) p += 5;
+        }
+        *special = 1;
+        return p;
+    }
+    if (a == 'n' && b == 'a' && c == 'n') {
+        *special = 2;
+        return p + 3;
+    }
+    return NULL;
+}
+
+/* More than 19 digits were read: keep the first 19 significant ones in w, note whether
+ * a non-zero digit was dropped. Cold: long inputs only. */
+__attribute__((noinline, cold)) static void tf_num_truncate(tf_num *num) {
+    const uint8_t *p = num->ib, *pe = num->ib + num->il;
+    int in_frac = 0;
+    int64_t lz = 0;
+    while (p < pe && *p == '0') p++, lz++;
+    if (p == pe) {
+        in_frac = 1;
+        p = num->fb;
+        pe = num->fb + num->fl;
+        while (p < pe && *p == '0') p++, lz++;
+    }
+    int64_t sig = num->il + num->fl - lz;
+    if (sig <= 19) return; /* w accumulated no more than 19 digits: exact */
+    uint64_t w = 0;
+    int taken = 0, nonzero = 0;
+    for (;;) {
+        if (p == pe) {
+            if (in_frac) break;
+            in_frac = 1;
+            p = num->fb;
+            pe = num->fb + num->fl;
+            continue;
+        }
+        if (taken < 19) {
+            w = w * 10 + (uint64_t)(*p - '0');
+            taken++;
+        } else if (*p != '0') {
+            nonzero = 1;
+            break;
+        }
+        p++;
+    }
+    num->w = w;
+    num->q = num->e - num->fl + (sig - 19);
+    num->many = nonzero;
+}
+
+/* Scan a number at p (no leading blanks) completely. Returns the byte after it, or NULL
+ * if p does not start a number (or starts a malformed one, such as "1e"). The hot path
+ * uses tf_scan_fast below and comes here only for long or special numbers. */
+static const uint8_t *tf_scan_number(const uint8_t *p, const uint8_t *end, tf_num *num) {
+    num->neg = 0;
+    num->special = 0;
+    num->many = 0;
+    if (p < end && (*p == '-' || *p == '+')) {
+        num->neg = *p == '-';
+        p++;
+    }
+    uint64_t w = 0;
+    const uint8_t *ib = p;
+    p = tf_scan_digits(p, end, &w);
+    int64_t il = p - ib;
+    const uint8_t *fb = p;
+    int64_t fl = 0;
+    if (p < end && *p == '.') {
+        fb = ++p;
+        p = tf_scan_digits(p, end, &w);
+        fl = p - fb;
+    }
+    if (il + fl == 0) return fb == ib ? tf_scan_special(ib, end, &num->special) : NULL;
+    int64_t e = 0;
+    if (p < end && (*p | 0x20) == 'e') {
+        const uint8_t *s = p + 1;
+        int eneg = 0;
+        if (s < end && (*s == '-' || *s == '+')) {
+            eneg = *s == '-';
+            s++;
+        }
+        if (s >= end || !tf_is_digit(*s)) return NULL;
+        while (s < end && tf_is_digit(*s)) {
+            if (e < TF_EXP_SAT) e = e * 10 + (*s - '0');
+            s++;
+        }
+        e = eneg ? -e : e;
+        p = s;
+    }
+    num->ib = ib;
+    num->il = il;
+    num->fb = fb;
+    num->fl = fl;
+    num->e = e;
+    num->w = w;
+    num->q = e - fl;
+    if (il + fl > 19) tf_num_truncate(num);
+    return p;
+}
+
+/* ======================================================================== */
+/* Eisel-Lemire (after fast_float, Apache-2.0/MIT/BSL)                     */
+/* ======================================================================== */
+
+/* The 128-bit product a * b as (*hi, return value = low half). */
+static inline uint64_t tf_mul128(uint64_t a, uint64_t b, uint64_t *hi) {
+#if defined(__SIZEOF_INT128__)
+    __extension__ unsigned __int128 r = (unsigned __int128)a * b;
+    *hi = (uint64_t)(r >> 64);
+    return (uint64_t)r;
+#else
+    uint64_t a0 = (uint32_t)a, a1 = a >> 32, b0 = (uint32_t)b, b1 = b >> 32;
+    uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
+    uint64_t mid = (p00 >> 32) + (uint32_t)p01 + (uint32_t)p10;
+    *hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
+    return (mid << 32) | (uint32_t)p00;
+#endif
+}
+
+typedef struct {
+    uint64_t m;  /* mantissa bits (implicit bit cleared) */
+    int32_t p2;  /* biased exponent; -1: cannot decide, use the exact path */
+} tf_am;
+
+static inline __attribute__((always_inline)) tf_am tf_eisel_lemire(int64_t q, uint64_t w, const int mb,
+                                                                 const int min_exp, const int inf_pow,
+                                                                 const int sp10, const int lp10,
+                                                                 const int min_rte, const int max_rte) {
+    tf_am a;
+    if (w == 0 || q < sp10) {
+        a.m = 0;
+        a.p2 = 0;
+        return a;
+    }
+    if (q > lp10) {
+        a.m = 0;
+        a.p2 = inf_pow;
+        return a;
+    }
+    int lz = __builtin_clzll(w);
+    w <<= lz;
+    const uint64_t *pw = &tf_pow5_128[2 * (q - TF_POW5_MIN)];
+    uint64_t hi, lo = tf_mul128(w, pw[0], &hi);
+    const uint64_t precision_mask = UINT64_MAX >> (mb + 3);
+    if ((hi & precision_mask) == precision_mask) {
+        uint64_t shi;
+        (void)tf_mul128(w, pw[1], &shi);
+        lo += shi;
+        if (shi > lo) hi++;
+    }
+    /* Mushtak & Lemire (2023) prove the product above always suffices; the classic
+     * guard costs nothing and sends the case to the exact path if it ever occurred. */
+    if (lo == UINT64_MAX && (q < -27 || q > 55)) {
+        a.m = 0;
+        a.p2 = -1;
+        return a;
+    }
+    int upper = (int)(hi >> 63);
+    int shift = upper + 64 - mb - 3;
+    a.m = hi >> shift;
+    a.p2 = (int32_t)(((((152170 + 65536) * (int32_t)q) >> 16) + 63) + upper - lz - min_exp);
+    if (a.p2 <= 0) { /* subnormal (or zero) */
+        if (-a.p2 + 1 >= 64) {
+            a.m = 0;
+            a.p2 = 0;
+            return a;
+        }
+        a.m >>= -a.p2 + 1;
+        a.m += a.m & 1;
+        a.m >>= 1;
+        a.p2 = a.m < ((uint64_t)1 << mb) ? 0 : 1;
+        return a;
+    }
+    /* Exactly halfway (only possible for small |q|): round to even. */
+    if (lo <= 1 && q >= min_rte && q <= max_rte && (a.m & 3) == 1 && (a.m << shift) == hi)
+        a.m &= ~(uint64_t)1;
+    a.m += a.m & 1;
+    a.m >>= 1;
+    if (a.m >= ((uint64_t)2 << mb)) {
+        a.m = (uint64_t)1 << mb;
+        a.p2++;
+    }
+    a.m &= ~((uint64_t)1 << mb);
+    if (a.p2 >= inf_pow) {
+        a.p2 = inf_pow;
+        a.m = 0;
+    }
+    return a;
+}
+
+#define TF_EL64(q, w) tf_eisel_lemire((q), (w), 52, -1023, 0x7FF, -342, 308, -4, 23)
+#define TF_EL32(q, w) tf_eisel_lemire((q), (w), 23, -127, 0xFF, -64, 38, -17, 10)
+
+/* ======================================================================== */
+/* exact conversion through a big decimal (Go's strconv/decimal.go, Wuffs)  */
+/* ======================================================================== */
+
+#define TF_DEC_DIGITS 800
+#define TF_DEC_CAP (TF_DEC_DIGITS + 32)
+
+typedef struct {
+    int nd;     /* digits used */
+    int dp;     /* decimal point: value = 0.d[0]d[1]... * 10^dp */
+    int trunc;  /* non-zero digits were dropped beyond d[nd-1] */
+    uint8_t d[TF_DEC_CAP];
+} tf_dec;
+
+static void tf_dec_trim(tf_dec *a) {
+    while (a->nd > 0 && a->d[a->nd - 1] == 0) a->nd--;
+    if (a->nd == 0) a->dp = 0;
+}
+
+/* a *= 2^k, k <= 60. */
+static void tf_dec_lshift(tf_dec *a, unsigned k) {
+    int delta = (int)(k / 3) + 1; /* >= the number of digits of 2^k */
+    int w = a->nd + delta;
+    uint64_t n = 0;
+    for (int r = a->nd - 1; r >= 0; r--) {
+        n += (uint64_t)a->d[r] << k;
+        uint64_t quo = n / 10;
+        a->d[--w] = (uint8_t)(n - 10 * quo);
+        n = quo;
+    }
+    while (n > 0) {
+        uint64_t quo = n / 10;
+        a->d[--w] = (uint8_t)(n - 10 * quo);
+        n = quo;
+    }
+    int nd = a->nd + delta - w;
+    memmove(a->d, a->d + w, (size_t)nd);
+    a->dp += delta - w;
+    if (nd > TF_DEC_DIGITS) {
+        for (int i = TF_DEC_DIGITS; i < nd; i++)
+            if (a->d[i]) a->trunc = 1;
+        nd = TF_DEC_DIGITS;
+    }
+    a->nd = nd;
+    tf_dec_trim(a);
+}
+
+/* a /= 2^k, k <= 60. */
+static void tf_dec_rshift(tf_dec *a, unsigned k) {
+    int r = 0, w = 0;
+    uint64_t n = 0;
+    for (; (n >> k) == 0; r++) {
+        if (r >= a->nd) {
+            if (n == 0) {
+                a->nd = 0;
+                return;
+            }
+            while ((n >> k) == 0) {
+                n *= 10;
+                r++;
+            }
+            break;
+        }
+        n = n * 10 + a->d[r];
+    }
+    a->dp -= r - 1;
+    uint64_t mask = ((uint64_t)1 << k) - 1;
+    for (; r < a->nd; r++) {
+        uint64_t c = a->d[r];
+        a->d[w++] = (uint8_t)(n >> k);
+        n = (n & mask) * 10 + c;
+    }
+    while (n > 0) {
+        uint64_t dig = n >> k;
+        n &= mask;
+        if (w < TF_DEC_DIGITS) a->d[w++] = (uint8_t)dig;
+        else if (dig > 0) a->trunc = 1;
+        n *= 10;
+    }
+    a->nd = w;
+    tf_dec_trim(a);
+}
+
+static void tf_dec_shift(tf_dec *a, int k) {
+    if (a->nd == 0) return;
+    for (; k > 60; k -= 60) tf_dec_lshift(a, 60);
+    for (; k < -60; k += 60) tf_dec_rshift(a, 60);
+    if (k > 0) tf_dec_lshift(a, (unsigned)k);
+    else if (k < 0) tf_dec_rshift(a, (unsigned)-k);
+}
+
+static int tf_dec_round_up(const tf_dec *a, int nd) {
+    if (nd < 0 || nd >= a->nd) return 0;
+    if (a->d[nd] == 5 && nd + 1 == a->nd) { /* exactly halfway, unless truncated */
+        if (a->trunc) return 1;
+        return nd > 0 && (a->d[nd - 1] & 1);
+    }
+    return a->d[nd] >= 5;
+}
+
+static uint64_t tf_dec_rounded_integer(const tf_dec *a) {
+    if (a->dp > 20) return UINT64_MAX;
+    uint64_t n = 0;
+    int i = 0;
+    for (; i < a->dp && i < a->nd; i++) n = n * 10 + a->d[i];
+    for (; i < a->dp; i++) n *= 10;
+    return n + (uint64_t)tf_dec_round_up(a, a->dp);
+}
+
+/* The bits of the binary format with mb mantissa bits and eb exponent bits nearest to
+ * the decimal in `num` (ties to even). `bias` is Go's floatInfo.bias: minus the IEEE
+ * exponent bias (-1023 for float64, -127 for float32). Exact for any input length. */
+__attribute__((noinline, cold)) static uint64_t tf_exact_bits(const tf_num *num, int mb, int eb, int bias) {
+    static const int powtab[9] = {1, 3, 6, 9, 13, 16, 19, 23, 26};
+    tf_dec dd, *d = &dd;
+    d->nd = 0;
+    d->trunc = 0;
+    int64_t lz = 0;
+    int seen = 0;
+    for (int part = 0; part < 2; part++) {
+        const uint8_t *p = part ? num->fb : num->ib;
+        int64_t len = part ? num->fl : num->il;
+        for (int64_t i = 0; i < len; i++) {
+            uint8_t c = (uint8_t)(p[i] - '0');
+            if (!seen && c == 0) {
+                lz++;
+                continue;
+            }
+            seen = 1;
+            if (d->nd < TF_DEC_DIGITS) d->d[d->nd++] = c;
+            else if (c) d->trunc = 1;
+        }
+    }
+    int64_t dp = num->il - lz + num->e;
+    uint64_t mant;
+    int exp;
+    d->dp = 0;
+    tf_dec_trim(d);
+    if (d->nd == 0 || dp < -330) {
+        mant = 0;
+        exp = bias;
+        goto out;
+    }
+    if (dp > 310) goto overflow;
+    d->dp = (int)dp;
+    exp = 0;
+    while (d->dp > 0) {
+        int k = d->dp >= 9 ? 27 : powtab[d->dp];
+        tf_dec_shift(d, -k);
+        exp += k;
+    }
+    while (d->dp < 0 || (d->dp == 0 && d->d[0] < 5)) {
+        int k = -d->dp >= 9 ? 27 : powtab[-d->dp];
+        tf_dec_shift(d, k);
+        exp -= k;
+    }
+    exp--; /* now the value is in [1, 2) * 2^exp */
+    if (exp < bias + 1) {
+        int k = bias + 1 - exp;
+        tf_dec_shift(d, -k);
+        exp += k;
+    }
+    if (exp - bias >= (1 << eb) - 1) goto overflow;
+    tf_dec_shift(d, 1 + mb);
+    mant = tf_dec_rounded_integer(d);
+    if (mant == ((uint64_t)2 << mb)) {
+        mant >>= 1;
+        exp++;
+        if (exp - bias >= (1 << eb) - 1) goto overflow;
+    }
+    if ((mant & ((uint64_t)1 << mb)) == 0) exp = bias; /* subnormal */
+    goto out;
+overflow:
+    mant = 0;
+    exp = (1 << eb) - 1 + bias;
+out:;
+    uint64_t bits = mant & (((uint64_t)1 << mb) - 1);
+    bits |= (uint64_t)((exp - bias) & ((1 << eb) - 1)) << mb;
+    if (num->neg) bits |= (uint64_t)1 << (mb + eb);
+    return bits;
+}
+
+/* ======================================================================== */
+/* conversion to each output type                                           */
+/* ======================================================================== */
+
+static const double tf_p10_f64[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                      1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+static const float tf_p10_f32[11] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f, 1e6f, 1e7f, 1e8f, 1e9f, 1e10f};
+
+static inline double tf_bits_f64(uint64_t b) {
+    double d;
+    memcpy(&d, &b, 8);
+    return d;
+}
+static inline float tf_bits_f32(uint32_t b) {
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+/* value = w * 10^q, w exact: the float64 nearest to it, or 0 if the exact path must
+ * decide (Eisel-Lemire could not, which Mushtak & Lemire show never happens). */
+static inline __attribute__((always_inline)) int tf_f64_simple(uint64_t w, int64_t q, int neg, double *out) {
+    if (q >= -22 && q <= 22 && w <= ((uint64_t)1 << 53)) {
+        double d = (double)w; /* exact, and so is 10^|q|: one rounding */
+        d = q < 0 ? d / tf_p10_f64[-q] : d * tf_p10_f64[q];
+        *out = neg ? -d : d;
+        return 1;
+    }
+    tf_am a = TF_EL64(q, w);
+    if (__builtin_expect(a.p2 < 0, 0)) return 0;
+    *out = tf_bits_f64(a.m | ((uint64_t)a.p2 << 52) | ((uint64_t)neg << 63));
+    return 1;
+}
+
+/* The same for float32, computed in float32's own format (never through float64). */
+static inline __attribute__((always_inline)) int tf_f32_simple(uint64_t w, int64_t q, int neg, float *out) {
+    if (q >= -10 && q <= 10 && w <= ((uint64_t)1 << 24)) {
+        float f = (float)w; /* exact; x86-64 evaluates float arithmetic in float */
+        f = q < 0 ? f / tf_p10_f32[-q] : f * tf_p10_f32[q];
+        *out = neg ? -f : f;
+        return 1;
+    }
+    tf_am a = TF_EL32(q, w);
+    if (__builtin_expect(a.p2 < 0, 0)) return 0;
+    *out = tf_bits_f32((uint32_t)(a.m | ((uint64_t)a.p2 << 23) | ((uint64_t)neg << 31)));
+    return 1;
+}
+
+static double tf_num_f64(const tf_num *num) {
+    if (num->special) {
+        uint64_t b = num->special == 1 ? 0x7FF0000000000000ull : 0x7FF8000000000000ull;
+        return tf_bits_f64(b | ((uint64_t)num->neg << 63));
+    }
+    double d;
+    if (!num->many) {
+        if (tf_f64_simple(num->w, num->q, num->neg, &d)) return d;
+    } else {
+        tf_am a = TF_EL64(num->q, num->w), b = TF_EL64(num->q, num->w + 1);
+        if (a.p2 >= 0 && a.m == b.m && a.p2 == b.p2) /* all w..w+1 round alike */
+            return tf_bits_f64(a.m | ((uint64_t)a.p2 << 52) | ((uint64_t)num->neg << 63));
+    }
+    return tf_bits_f64(tf_exact_bits(num, 52, 11, -1023));
+}
+
+static float tf_num_f32(const tf_num *num) {
+    if (num->special) {
+        uint32_t b = num->special == 1 ? 0x7F800000u : 0x7FC00000u;
+        return tf_bits_f32(b | ((uint32_t)num->neg << 31));
+    }
+    float f;
+    if (!num->many) {
+        if (tf_f32_simple(num->w, num->q, num->neg, &f)) return f;
+    } else {
+        tf_am a = TF_EL32(num->q, num->w), b = TF_EL32(num->q, num->w + 1);
+        if (a.p2 >= 0 && a.m == b.m && a.p2 == b.p2)
+            return tf_bits_f32((uint32_t)(a.m | ((uint64_t)a.p2 << 23) | ((uint64_t)num->neg << 31)));
+    }
+    return tf_bits_f32((uint32_t)tf_exact_bits(num, 23, 8, -127));
+}
+
+/* Round a double to a binary format with mb mantissa and eb exponent bits (float16:
+ * 10, 5; bfloat16: 7, 8), to nearest, ties to even. *tie is set when d lies exactly
+ * halfway between two values of the format. NaN and infinity map to themselves. */
+static inline uint16_t tf_narrow(double d, int mb, int eb, int *tie) {
+    uint64_t b;
+    memcpy(&b, &d, 8);
+    uint16_t sign = (uint16_t)((b >> 63) << (mb + eb));
+    uint16_t inf = (uint16_t)(((1u << eb) - 1) << mb);
+    b &= ~((uint64_t)1 << 63);
+    *tie = 0;
+    if (b >= 0x7FF0000000000000ull)
+        return sign | inf | (b > 0x7FF0000000000000ull ? (uint16_t)(1u << (mb - 1)) : 0);
+    int e = (int)(b >> 52);
+    if (e == 0) return sign; /* a float64 subnormal is far below every narrow format */
+    uint64_t m = (b & ((1ull << 52) - 1)) | (1ull << 52);
+    int E = e - 1023; /* d = m * 2^(E - 52) */
+    int tbias = (1 << (eb - 1)) - 1, emin = 1 - tbias;
+    int eff = E >= emin ? E : emin;
+    int rs = 52 - mb + (eff - E); /* drop this many low bits of m */
+    if (rs > 54) return sign;      /* below a quarter of the smallest subnormal */
+    uint64_t kept = m >> rs, rem = m & ((1ull << rs) - 1), half = 1ull << (rs - 1);
+    *tie = rem == half;
+    if (rem > half || (rem == half && (kept & 1))) kept++;
+    int64_t bits = ((int64_t)(eff + tbias - 1) << mb) + (int64_t)kept;
+    if (bits >= inf) return sign | inf;
+    return sign | (uint16_t)bits;
+}
+
+/* float16/bfloat16: the float64 d nearest to the text is rounded once more. That is
+ * the correct rounding unless d is exactly halfway between two narrow values (any
+ * other narrow-format midpoint is a float64 too, so it cannot lie between the text's
+ * value and d); then the exact path decides in the narrow format itself. */
+static uint16_t tf_num_narrow(const tf_num *num, int mb, int eb) {
+    int tie;
+    uint16_t h = tf_narrow(tf_num_f64(num), mb, eb, &tie);
+    if (tie && !num->special) h = (uint16_t)tf_exact_bits(num, mb, eb, -((1 << (eb - 1)) - 1));
+    return h;
+}
+
+enum { TF_DT_F32 = 0, TF_DT_F64 = 1, TF_DT_F16 = 2, TF_DT_BF16 = 3 };
+
+typedef union {
+    float f;
+    double d;
+    uint16_t h;
+} tf_val;
+
+/* The value of the number at tok, the slow way (long digit strings, inf, nan, ties). */
+__attribute__((noinline, cold)) static tf_val tf_value_cold(const uint8_t *tok, const uint8_t *end, int dt) {
+    tf_num num;
+    tf_val v;
+    tf_scan_number(tok, end, &num); /* the hot scan accepted it: so does this one */
+    switch (dt) {
+    case TF_DT_F32: v.f = tf_num_f32(&num); break;
+    case TF_DT_F64: v.d = tf_num_f64(&num); break;
+    case TF_DT_F16: v.h = tf_num_narrow(&num, 10, 5); break;
+    default: v.h = tf_num_narrow(&num, 7, 8); break;
+    }
+    return v;
+}
+
+/* The hot scan: like tf_scan_number, but keeps only w, q and the sign (in registers).
+ * *simple is 0 for inputs the cold path must handle (more than 19 digits, inf, nan). */
+static inline __attribute__((always_inline)) const uint8_t *tf_scan_fast(const uint8_t *p, const uint8_t *end,
+                                                                       uint64_t *w_out, int64_t *q_out, int *neg_out,
+                                                                       int *simple) {
+    int neg = 0;
+    if (__builtin_expect(p < end, 1)) { /* branch-free: signs are unpredictable in real data */
+        uint8_t c = *p;
+        neg = c == '-';
+        p += neg | (c == '+');
+    }
+    uint64_t w = 0;
+    const uint8_t *ib = p;
+    /* Integer parts are usually short: a byte loop beats the eight-byte trick there. */
+    while (p < end && tf_is_digit(*p) && p - ib < 8) w = w * 10 + (uint64_t)(*p++ - '0');
+    if (p - ib == 8) p = tf_scan_digits(p, end, &w);
+    int64_t nd = p - ib, fl = 0;
+    if (p < end && *p == '.') {
+        const uint8_t *fb = ++p;
+        p = tf_scan_digits(p, end, &w);
+        fl = p - fb;
+        nd += fl;
+        if (nd == 0) return NULL; /* "." */
+    } else if (nd == 0) {
+        int special;
+        *simple = 0;
+        return tf_scan_special(ib, end, &special);
+    }
+    int64_t e = 0;
+    if (p < end && (*p | 0x20) == 'e') {
+        const uint8_t *s = p + 1;
+        int eneg = 0;
+        if (s < end && (*s == '-' || *s == '+')) {
+            eneg = *s == '-';
+            s++;
+        }
+        if (s >= end || !tf_is_digit(*s)) return NULL;
+        while (s < end && tf_is_digit(*s)) {
+            if (e < TF_EXP_SAT) e = e * 10 + (*s - '0');
+            s++;
+        }
+        e = eneg ? -e : e;
+        p = s;
+    }
+    *simple = nd <= 19;
+    *w_out = w;
+    *q_out = e - fl;
+    *neg_out = neg;
+    return p;
+}
+
+/* Parse the number at p into *v; returns its end, or NULL if p does not start one. */
+static inline __attribute__((always_inline)) const uint8_t *tf_value_hot(const uint8_t *p, const uint8_t *end,
+                                                                       const int dt, tf_val *v) {
+    uint64_t w;
+    int64_t q;
+    int neg, simple;
+    const uint8_t *e = tf_scan_fast(p, end, &w, &q, &neg, &simple);
+    if (__builtin_expect(e == NULL, 0)) return NULL;
+    if (__builtin_expect(simple, 1)) {
+        int tie;
+        switch (dt) {
+        case TF_DT_F32:
+            if (tf_f32_simple(w, q, neg, &v->f)) return e;
+            break;
+        case TF_DT_F64:
+            if (tf_f64_simple(w, q, neg, &v->d)) return e;
+            break;
+        default: {
+            double d;
+            if (tf_f64_simple(w, q, neg, &d)) {
+                v->h = dt == TF_DT_F16 ? tf_narrow(d, 10, 5, &tie) : tf_narrow(d, 7, 8, &tie);
+                if (!tie) return e;
+            }
+            break;
+        }
+        }
+    }
+    *v = tf_value_cold(p, end, dt); /* by value: v stays in a register on the hot path */
+    return e;
+}
+
+static tf_val tf_missing_value(double missing, int dt) {
+    tf_val v;
+    int tie;
+    switch (dt) {
+    case TF_DT_F32: v.f = (float)missing; break;
+    case TF_DT_F64: v.d = missing; break;
+    case TF_DT_F16: v.h = tf_narrow(missing, 10, 5, &tie); break;
+    default: v.h = tf_narrow(missing, 7, 8, &tie); break;
+    }
+    return v;
+}
+
+static inline __attribute__((always_inline)) void tf_store(void *out, int64_t i, const int dt, tf_val v) {
+    switch (dt) {
+    case TF_DT_F32: ((float *)out)[i] = v.f; break;
+    case TF_DT_F64: ((double *)out)[i] = v.d; break;
+    default: ((uint16_t *)out)[i] = v.h; break;
+    }
+}
+
+/* ======================================================================== */
+/* byte scanning                                                            */
+/* ======================================================================== */
+
+typedef struct {
+    const uint8_t *data; /* the whole input */
+    const uint8_t *end;  /* data + n */
+    int delim;
+    int comment;  /* -1: none */
+    uint8_t cm;   /* comment byte, or '\n' when there is none (searching for it is free) */
+    int simd;
+} tf_syntax;
+
+static inline int tf_blank(const tf_syntax *sx, uint8_t c) {
+    return (c == ' ' || c == '\t') && c != sx->delim;
+}
+
+static inline const uint8_t *tf_skip_blanks(const tf_syntax *sx, const uint8_t *p) {
+    while (p < sx->end && tf_blank(sx, *p)) p++;
+    return p;
+}
+
+static inline uint64_t tf_has_byte(uint64_t v, uint8_t b) {
+    uint64_t x = v ^ (0x0101010101010101ull * b);
+    return (x - 0x0101010101010101ull) & ~x & 0x8080808080808080ull;
+}
+
+/* First byte in [p, e) equal to a, b, c or d (or e). */
+static const uint8_t *tf_find4_swar(const uint8_t *p, const uint8_t *e, uint8_t a, uint8_t b, uint8_t c,
+                                    uint8_t d) {
+#if TF_SWAR
+    while (e - p >= 8) {
+        uint64_t v = tf_load8(p);
+        if (tf_has_byte(v, a) | tf_has_byte(v, b) | tf_has_byte(v, c) | tf_has_byte(v, d)) break;
+        p += 8;
+    }
+#endif
+    while (p < e && *p != a && *p != b && *p != c && *p != d) p++;
+    return p;
+}
+
+#if TF_X86
+__attribute__((target("avx2"))) static const uint8_t *tf_find4_avx2(const uint8_t *p, const uint8_t *e, uint8_t a,
+                                                                    uint8_t b, uint8_t c, uint8_t d) {
+    const __m256i va = _mm256_set1_epi8((char)a), vb = _mm256_set1_epi8((char)b);
+    const __m256i vc = _mm256_set1_epi8((char)c), vd = _mm256_set1_epi8((char)d);
+    while (e - p >= 32) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)p);
+        __m256i m = _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(v, va), _mm256_cmpeq_epi8(v, vb)),
+                                    _mm256_or_si256(_mm256_cmpeq_epi8(v, vc), _mm256_cmpeq_epi8(v, vd)));
+        unsigned mask = (unsigned)_mm256_movemask_epi8(m);
+        if (mask) return p + __builtin_ctz(mask);
+        p += 32;
+    }
+    return tf_find4_swar(p, e, a, b, c, d);
+}
+#endif
+
+static inline const uint8_t *tf_find4(const tf_syntax *sx, const uint8_t *p, const uint8_t *e, uint8_t a, uint8_t b,
+                                      uint8_t c, uint8_t d) {
+#if TF_X86
+    if (sx->simd >= TF_SIMD_AVX2) return tf_find4_avx2(p, e, a, b, c, d);
+#else
+    (void)sx;
+#endif
+    return tf_find4_swar(p, e, a, b, c, d);
+}
+
+/* Just past the line terminator at p ('\n', '\r' or "\r\n"). */
+static inline const uint8_t *tf_after_eol(const tf_syntax *sx, const uint8_t *p) {
+    if (*p == '\r' && p + 1 < sx->end && p[1] == '\n') return p + 2;
+    return p + 1;
+}
+
+/* The start of the line after the one containing p (or the end of the input). */
+static inline const uint8_t *tf_next_line(const tf_syntax *sx, const uint8_t *p) {
+    p = tf_find4(sx, p, sx->end, '\n', '\r', '\n', '\n');
+    return p < sx->end ? tf_after_eol(sx, p) : p;
+}
+
+/* The first line start at or after p (p itself if it is one). */
+static const uint8_t *tf_line_start_from(const tf_syntax *sx, const uint8_t *p) {
+    if (p <= sx->data) return sx->data;
+    if (p >= sx->end) return sx->end;
+    if (p[-1] == '\n' || (p[-1] == '\r' && *p != '\n')) return p;
+    return tf_next_line(sx, p);
+}
+
+/* Past the closing quote of a quoted field whose content starts at p, or NULL if the
+ * input ends first. */
+static inline const uint8_t *tf_quote_close(const tf_syntax *sx, const uint8_t *p) {
+    for (;;) {
+        const uint8_t *q = memchr(p, '"', (size_t)(sx->end - p));
+        if (!q) return NULL;
+        if (q + 1 < sx->end && q[1] == '"') {
+            p = q + 2;
+            continue;
+        }
+        return q + 1;
+    }
+}
+
+/* Pass 1's view of a record starting at p: the start of the next record's line.
+ * Quotes open and close quoted fields wherever they are (pass 2 rejects a quote that
+ * is not at a field start before the two views could part). */
+static const uint8_t *tf_record_end(const tf_syntax *sx, const uint8_t *p) {
+    for (;;) {
+        p = tf_find4(sx, p, sx->end, '\n', '\r', '"', sx->cm);
+        if (p == sx->end) return p;
+        uint8_t c = *p;
+        if (c == '"') {
+            p = tf_quote_close(sx, p + 1);
+            if (!p) return sx->end;
+            continue;
+        }
+        if (c == '\n' || c == '\r') return tf_after_eol(sx, p);
+        return tf_next_line(sx, p); /* a comment runs to the end of the line */
+    }
+}
+
+#if TF_X86
+/* Bit i set where byte i of the 64 at p equals c. */
+__attribute__((target("avx2"))) static inline uint64_t tf_eq64(__m256i lo, __m256i hi, uint8_t c) {
+    const __m256i v = _mm256_set1_epi8((char)c);
+    uint64_t a = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(lo, v));
+    uint64_t b = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(hi, v));
+    return a | (b << 32);
+}
+
+/* Count whole lines in [p, to) 64 bytes at a time, as long as the bytes are simple: no
+ * quote, no comment byte, and no blank right before a line end (so a line is a record
+ * exactly when the byte before its terminator is neither a terminator nor blank).
+ * Returns the start of the first line not counted (the scalar loop goes on from
+ * there); *rows gets the records counted. p must be a line start. */
+__attribute__((target("avx2"))) static const uint8_t *tf_count_simple_avx2(const tf_syntax *sx, const uint8_t *p,
+                                                                           const uint8_t *to, int64_t *rows) {
+    const uint8_t *line = p;
+    int64_t r = 0;
+    uint64_t prev_content = 0, prev_blank = 0, prev_cr = 0; /* carried from the block before */
+    const int blank_tab = sx->delim != '\t', blank_space = sx->delim != ' ';
+    while (to - p >= 64) {
+        __m256i lo = _mm256_loadu_si256((const __m256i *)p), hi = _mm256_loadu_si256((const __m256i *)(p + 32));
+        uint64_t nl = tf_eq64(lo, hi, '\n'), cr = tf_eq64(lo, hi, '\r');
+        uint64_t special = tf_eq64(lo, hi, '"') | tf_eq64(lo, hi, sx->cm);
+        uint64_t blank = (blank_space ? tf_eq64(lo, hi, ' ') : 0) | (blank_tab ? tf_eq64(lo, hi, '\t') : 0);
+        if (sx->cm == '\n') special &= ~nl; /* no comment byte: cm is a stand-in */
+        if (special) break;
+        uint64_t content = ~(nl | cr | blank);
+        uint64_t ends = cr | (nl & ~((cr << 1) | prev_cr)); /* first byte of each terminator */
+        if (ends & ((blank << 1) | prev_blank)) break;
+        r += __builtin_popcountll(ends & ((content << 1) | prev_content));
+        if (ends) {
+            int last = 63 - __builtin_clzll(ends);
+            const uint8_t *t = p + last;
+            line = t + 1;
+            if (*t == '\r' && line < sx->end && *line == '\n') line++;
+        }
+        prev_content = content >> 63;
+        prev_blank = blank >> 63;
+        prev_cr = cr >> 63;
+        p += 64;
+    }
+    /* Records whose terminator came after `line` are recounted by the caller. */
+    *rows = r;
+    return line;
+}
+#endif
+
+/* Count the records starting in [from, to); returns the start of the first line
+ * after them (>= to, beyond it when the last record spans lines). */
+static const uint8_t *tf_count_records(const tf_syntax *sx, const uint8_t *p, const uint8_t *to, int64_t *rows) {
+    int64_t r = 0;
+#if TF_X86
+    if (sx->simd >= TF_SIMD_AVX2 && to - p >= 256) p = tf_count_simple_avx2(sx, p, to, &r);
+#endif
+    while (p < to) {
+        const uint8_t *q = tf_skip_blanks(sx, p);
+        if (q == sx->end) {
+            p = q;
+            break;
+        }
+        uint8_t c = *q;
+        if (c == '\n' || c == '\r') {
+            p = tf_after_eol(sx, q);
+            continue;
+        }
+        if (c == sx->comment) {
+            p = tf_next_line(sx, q);
+            continue;
+        }
+        r++;
+        p = tf_record_end(sx, q);
+    }
+    *rows = r;
+    return p;
+}
+
+/* First NUL byte or byte that is not part of valid UTF-8 in [p, e), or NULL. */
+static const uint8_t *tf_utf8_bad(const uint8_t *p, const uint8_t *e) {
+    while (p < e) {
+#if TF_SWAR
+        if (e - p >= 8) {
+            uint64_t v = tf_load8(p);
+            if (!(v & 0x8080808080808080ull) && !tf_has_byte(v, 0)) {
+                p += 8;
+                continue;
+            }
+        }
+#endif
+        uint8_t c = *p;
+        if (c < 0x80) {
+            if (c == 0) return p;
+            p++;
+            continue;
+        }
+        int len;
+        uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF) len = 2, cp = c & 0x1F;
+        else if (c >= 0xE0 && c <= 0xEF) len = 3, cp = c & 0x0F;
+        else if (c >= 0xF0 && c <= 0xF4) len = 4, cp = c & 0x07;
+        else return p;
+        if (e - p < len) return p;
+        for (int i = 1; i < len; i++) {
+            if ((p[i] & 0xC0) != 0x80) return p;
+            cp = (cp << 6) | (p[i] & 0x3F);
+        }
+        if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return p;
+        p += len;
+    }
+    return NULL;
+}
+
+/* ======================================================================== */
+/* errors                                                                   */
+/* ======================================================================== */
+
+enum {
+    TF_PE_NONE = 0,
+    TF_PE_NUMBER,       /* a = field number (1-based) */
+    TF_PE_FIELDS,       /* a = fields found, b = fields expected */
+    TF_PE_UNTERMINATED, /* quoted field never closed */
+    TF_PE_AFTER_QUOTE,  /* text between a closing quote and the delimiter */
+    TF_PE_QUOTE_INSIDE, /* a quote inside an unquoted field */
+    TF_PE_NUL,
+    TF_PE_UTF8,
+    TF_PE_INTERNAL      /* pass 2 disagrees with pass 1 (input changed meanwhile?) */
+};
+
+typedef struct {
+    int kind;
+    int64_t at;                   /* byte offset of the error */
+    int64_t text_begin, text_end; /* the offending text */
+    int64_t a, b;
+} tf_perr;
+
+static int tf_fail(tf_perr *err, int kind, const tf_syntax *sx, const uint8_t *at, const uint8_t *tb,
+                   const uint8_t *te, int64_t a, int64_t b) {
+    err->kind = kind;
+    err->at = at - sx->data;
+    err->text_begin = tb - sx->data;
+    err->text_end = te - sx->data;
+    err->a = a;
+    err->b = b;
+    return -1;
+}
+
+/* A malformed token [tb, te): a NUL byte or bad UTF-8 inside it is named as such. */
+static int tf_fail_token(tf_perr *err, const tf_syntax *sx, const uint8_t *tb, const uint8_t *te, int64_t field) {
+    const uint8_t *bad = tf_utf8_bad(tb, te);
+    if (bad) return tf_fail(err, *bad ? TF_PE_UTF8 : TF_PE_NUL, sx, bad, tb, te, 0, 0);
+    return tf_fail(err, TF_PE_NUMBER, sx, tb, tb, te, field, 0);
+}
+
+/* End of an unquoted token at p: the next delimiter, line end, comment or end. */
+static inline const uint8_t *tf_token_end(const tf_syntax *sx, const uint8_t *p) {
+    return tf_find4(sx, p, sx->end, (uint8_t)sx->delim, '\n', '\r', sx->cm);
+}
+
+/* Write the error to errinfo and the thread-local message; returns TF_EPARSE (or
+ * TF_EINTERNAL). Computes the line and column by scanning from the start. */
+static int tf_report(const tf_syntax *sx, const tf_perr *err, int64_t *errinfo, const char *fname) {
+    const uint8_t *data = sx->data, *at = data + err->at;
+    int64_t line = 1;
+    const uint8_t *ls = data;
+    for (const uint8_t *p = data; p < at; p++) {
+        if (*p == '\n' || (*p == '\r' && !(p + 1 < sx->end && p[1] == '\n'))) {
+            line++;
+            ls = p + 1;
+        }
+    }
+    if (ls == data && sx->end - data >= 3 && data[0] == 0xEF && data[1] == 0xBB && data[2] == 0xBF && at >= data + 3)
+        ls = data + 3; /* the byte order mark is not a column */
+    int64_t column = 1;
+    for (const uint8_t *p = ls; p < at; p++)
+        if ((*p & 0xC0) != 0x80) column++;
+    if (errinfo) {
+        errinfo[0] = err->at;
+        errinfo[1] = line;
+        errinfo[2] = column;
+        errinfo[3] = err->text_begin;
+        errinfo[4] = err->text_end;
+    }
+    /* The offending text, escaped and cut to 60 bytes. */
+    char text[256];
+    size_t k = 0;
+    const uint8_t *tb = data + err->text_begin, *te = data + err->text_end;
+    int cut = te - tb > 60;
+    if (cut) te = tb + 60;
+    for (const uint8_t *p = tb; p < te && k < sizeof text - 8; p++) {
+        uint8_t c = *p;
+        if (c == '\\' || c == '"') k += (size_t)snprintf(text + k, sizeof text - k, "\\%c", c);
+        else if (c == '\n') k += (size_t)snprintf(text + k, sizeof text - k, "\\n");
+        else if (c == '\r') k += (size_t)snprintf(text + k, sizeof text - k, "\\r");
+        else if (c == '\t') k += (size_t)snprintf(text + k, sizeof text - k, "\\t");
+        else if (c < 0x20 || c == 0x7F || c >= 0x80) k += (size_t)snprintf(text + k, sizeof text - k, "\\x%02x", c);
+        else text[k++] = (char)c;
+    }
+    text[k] = '\0';
+    char what[160];
+    int code = TF_EPARSE;
+    switch (err->kind) {
+    case TF_PE_NUMBER: snprintf(what, sizeof what, "field %lld is not a number", (long long)err->a); break;
+    case TF_PE_FIELDS:
+        snprintf(what, sizeof what, "record has %lld field%s, expected %lld", (long long)err->a, err->a == 1 ? "" : "s",
+                 (long long)err->b);
+        break;
+    case TF_PE_UNTERMINATED: snprintf(what, sizeof what, "quoted field is never closed (opened here)"); break;
+    case TF_PE_AFTER_QUOTE: snprintf(what, sizeof what, "unexpected text after a closing quote"); break;
+    case TF_PE_QUOTE_INSIDE: snprintf(what, sizeof what, "quote inside an unquoted field"); break;
+    case TF_PE_NUL: snprintf(what, sizeof what, "NUL byte"); break;
+    case TF_PE_UTF8: snprintf(what, sizeof what, "invalid UTF-8"); break;
+    default:
+        snprintf(what, sizeof what, "internal error: the two passes disagree (did the input change while it was read?)");
+        code = TF_EINTERNAL;
+        break;
+    }
+    return tf_error(code, "%s: line %lld, column %lld (byte offset %lld): %s: \"%s\"%s", fname, (long long)line,
+                    (long long)column, (long long)err->at, what, text, cut ? "..." : "");
+}
+
+/* ======================================================================== */
+/* generic field tokenizer (header, skipped columns)                        */
+/* ======================================================================== */
+
+enum { TF_F_QUOTED = 1, TF_F_ESCAPE = 2, TF_F_NUMBER = 4, TF_F_EMPTY = 8 };
+
+/* Tokenize the field at p (blanks skipped already). On success sets [*cb, *ce) to its
+ * content, *flags, and returns the byte after the field's trailing blanks (a delimiter,
+ * line end, comment or the end); on failure fills err and returns NULL. */
+static const uint8_t *tf_field(const tf_syntax *sx, const uint8_t *p, const uint8_t **cb, const uint8_t **ce,
+                               int *flags, tf_perr *err) {
+    const uint8_t *fs = p;
+    int fl = 0;
+    if (p < sx->end && *p == '"') {
+        fl |= TF_F_QUOTED;
+        const uint8_t *close = tf_quote_close(sx, p + 1);
+        if (!close) {
+            tf_fail(err, TF_PE_UNTERMINATED, sx, fs, fs, sx->end, 0, 0);
+            return NULL;
+        }
+        *cb = p + 1;
+        *ce = close - 1;
+        if (memchr(*cb, '"', (size_t)(*ce - *cb))) fl |= TF_F_ESCAPE;
+        const uint8_t *bad = tf_utf8_bad(*cb, *ce);
+        if (bad) {
+            tf_fail(err, *bad ? TF_PE_UTF8 : TF_PE_NUL, sx, bad, fs, close, 0, 0);
+            return NULL;
+        }
+        p = tf_skip_blanks(sx, close);
+        if (p < sx->end && *p != sx->delim && *p != '\n' && *p != '\r' && *p != sx->comment) {
+            tf_fail(err, TF_PE_AFTER_QUOTE, sx, p, fs, tf_token_end(sx, p), 0, 0);
+            return NULL;
+        }
+    } else {
+        const uint8_t *e = tf_token_end(sx, p);
+        const uint8_t *quote = memchr(p, '"', (size_t)(e - p));
+        if (quote) {
+            tf_fail(err, TF_PE_QUOTE_INSIDE, sx, quote, fs, e, 0, 0);
+            return NULL;
+        }
+        const uint8_t *bad = tf_utf8_bad(p, e);
+        if (bad) {
+            tf_fail(err, *bad ? TF_PE_UTF8 : TF_PE_NUL, sx, bad, fs, e, 0, 0);
+            return NULL;
+        }
+        *cb = p;
+        const uint8_t *t = e;
+        while (t > p && tf_blank(sx, t[-1])) t--;
+        *ce = t;
+        p = e;
+    }
+    /* Is the content a number (blanks around it allowed inside quotes)? */
+    const uint8_t *s = *cb, *t = *ce;
+    while (s < t && tf_blank(sx, *s)) s++;
+    while (t > s && tf_blank(sx, t[-1])) t--;
+    if (s == t) fl |= TF_F_EMPTY;
+    else if (!(fl & TF_F_ESCAPE)) {
+        tf_num num;
+        const uint8_t *q = tf_scan_number(s, t, &num);
+        if (q == t) fl |= TF_F_NUMBER;
+    }
+    *flags = fl;
+    return p;
+}
+
+/* Look at the line starting at p: 2 if the input ends there; 1 if the line is blank
+ * or a comment (checked for NUL bytes and UTF-8), *next = the next line's start; 0 if
+ * a record starts on it, *next = its first non-blank byte; -1 on error. */
+static int tf_noise_line(const tf_syntax *sx, const uint8_t *p, const uint8_t **next, tf_perr *err) {
+    if (p >= sx->end) {
+        *next = sx->end;
+        return 2;
+    }
+    const uint8_t *q = tf_skip_blanks(sx, p);
+    if (q == sx->end) {
+        *next = q;
+        return 1;
+    }
+    uint8_t c = *q;
+    if (c == '\n' || c == '\r') {
+        *next = tf_after_eol(sx, q);
+        return 1;
+    }
+    if (c == sx->comment) {
+        const uint8_t *e = tf_find4(sx, q, sx->end, '\n', '\r', '\n', '\n');
+        const uint8_t *bad = tf_utf8_bad(q, e);
+        if (bad) return tf_fail(err, *bad ? TF_PE_UTF8 : TF_PE_NUL, sx, bad, q, e, 0, 0);
+        *next = e < sx->end ? tf_after_eol(sx, e) : e;
+        return 1;
+    }
+    *next = q;
+    return 0;
+}
+
+static void tf_syntax_init(tf_syntax *sx, const uint8_t *data, int64_t n, int delimiter, int comment) {
+    sx->data = data;
+    sx->end = data + n;
+    sx->delim = delimiter;
+    sx->comment = comment;
+    sx->cm = comment >= 0 ? (uint8_t)comment : (uint8_t)'\n';
+    sx->simd = tf_simd_level();
+}
+
+static int tf_check_syntax(const char *fname, const uint8_t *data, int64_t n, int delimiter, int comment) {
+    if (n < 0 || (!data && n > 0)) return tf_error(TF_EINVAL, "%s: no data (n=%lld)", fname, (long long)n);
+    if (delimiter < 1 || delimiter > 127 || delimiter == '"' || delimiter == '\n' || delimiter == '\r')
+        return tf_error(TF_EINVAL, "%s: invalid delimiter byte %d", fname, delimiter);
+    if (comment != -1 && (comment < 1 || comment > 127 || comment == '"' || comment == '\n' || comment == '\r' ||
+                          comment == ' ' || comment == '\t' || comment == delimiter))
+        return tf_error(TF_EINVAL, "%s: invalid comment byte %d", fname, comment);
+    return TF_OK;
+}
+
+int tf_parse_record(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment,
+                    int64_t *spans, int64_t max_fields, int64_t *info, int64_t *errinfo) {
+    static const char fname[] = "tf_parse_record";
+    int rc = tf_check_syntax(fname, data, n, delimiter, comment);
+    if (rc) return rc;
+    if (start < 0 || start > n || skiplines < 0 || max_fields < 0)
+        return tf_error(TF_EINVAL, "%s: invalid start=%lld, skiplines=%lld or max_fields=%lld", fname,
+                        (long long)start, (long long)skiplines, (long long)max_fields);
+    tf_syntax sx;
+    tf_syntax_init(&sx, data, n, delimiter, comment);
+    tf_perr err;
+    const uint8_t *p = data + start;
+    for (int64_t i = 0; i < skiplines && p < sx.end; i++) {
+        const uint8_t *e = tf_find4(&sx, p, sx.end, '\n', '\r', '\n', '\n');
+        const uint8_t *bad = tf_utf8_bad(p, e);
+        if (bad) {
+            tf_fail(&err, *bad ? TF_PE_UTF8 : TF_PE_NUL, &sx, bad, p, e, 0, 0);
+            return tf_report(&sx, &err, errinfo, fname);
+        }
+        p = e < sx.end ? tf_after_eol(&sx, e) : e;
+    }
+    const uint8_t *q;
+    int k;
+    while ((k = tf_noise_line(&sx, p, &q, &err)) == 1) p = q;
+    if (k < 0) return tf_report(&sx, &err, errinfo, fname);
+    info[0] = -1;
+    info[1] = p - data;
+    info[2] = 0;
+    info[3] = 1;
+    if (k == 2) return TF_OK;
+    info[0] = p - data;
+    p = q;
+    int64_t nf = 0;
+    int numeric = 1;
+    for (;;) {
+        p = tf_skip_blanks(&sx, p);
+        const uint8_t *cb, *ce;
+        int flags;
+        p = tf_field(&sx, p, &cb, &ce, &flags, &err);
+        if (!p) return tf_report(&sx, &err, errinfo, fname);
+        if (nf < max_fields) {
+            spans[3 * nf] = cb - data;
+            spans[3 * nf + 1] = ce - data;
+            spans[3 * nf + 2] = flags;
+        }
+        if (!(flags & (TF_F_NUMBER | TF_F_EMPTY))) numeric = 0;
+        nf++;
+        if (p < sx.end && *p == delimiter) {
+            p++;
+            continue;
+        }
+        break;
+    }
+    if (p < sx.end) {
+        if (*p == comment) {
+            const uint8_t *e = tf_find4(&sx, p, sx.end, '\n', '\r', '\n', '\n');
+            const uint8_t *bad = tf_utf8_bad(p, e);
+            if (bad) {
+                tf_fail(&err, *bad ? TF_PE_UTF8 : TF_PE_NUL, &sx, bad, p, e, 0, 0);
+                return tf_report(&sx, &err, errinfo, fname);
+            }
+            p = e;
+        }
+        if (p < sx.end) p = tf_after_eol(&sx, p);
+    }
+    info[1] = p - data;
+    info[2] = nf;
+    info[3] = numeric;
+    return TF_OK;
+}
+
+/* ======================================================================== */
+/* parallel driver                                                          */
+/* ======================================================================== */
+
+#define TF_PARSE_MAX_THREADS 256
+#define TF_REPORT_NS 30000000LL /* report progress at most every 30 ms */
+
+typedef struct tf_runner tf_runner;
+struct tf_runner {
+    int64_t nunits;
+    int64_t next;       /* atomic: next unit to hand out */
+    int64_t stop_after; /* atomic: units above this index are not started */
+    int64_t done_bytes; /* atomic */
+    int64_t total_bytes;
+    int cancel; /* atomic */
+    tf_report_fn fn;
+    void *handle;
+    int64_t last_ns;
+    void (*work)(tf_runner *r, int64_t unit, int is_caller);
+    void (*after)(tf_runner *r); /* run on the calling thread after each of its units */
+    void *ctx;
+};
+
+static int64_t tf_now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* Calling thread only: report progress (rate-limited unless forced); a non-zero
+ * answer cancels the run. */
+static void tf_runner_report(tf_runner *r, int64_t extra, int force) {
+    if (!r->fn) return;
+    int64_t now = tf_now_ns();
+    if (!force && now - r->last_ns < TF_REPORT_NS) return;
+    r->last_ns = now;
+    int64_t done = __atomic_load_n(&r->done_bytes, __ATOMIC_RELAXED) + extra;
+    if (done > r->total_bytes) done = r->total_bytes;
+    if (r->fn(r->handle, done, r->total_bytes) != 0) __atomic_store_n(&r->cancel, 1, __ATOMIC_RELAXED);
+}
+
+static inline int tf_runner_stopped(tf_runner *r, int64_t unit) {
+    return __atomic_load_n(&r->cancel, __ATOMIC_RELAXED) || unit > __atomic_load_n(&r->stop_after, __ATOMIC_RELAXED);
+}
+
+static void tf_runner_lower_stop(tf_runner *r, int64_t unit) {
+    int64_t cur = __atomic_load_n(&r->stop_after, __ATOMIC_RELAXED);
+    while (unit < cur &&
+           !__atomic_compare_exchange_n(&r->stop_after, &cur, unit, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
+static void tf_runner_loop(tf_runner *r, int is_caller) {
+    for (;;) {
+        if (__atomic_load_n(&r->cancel, __ATOMIC_RELAXED)) return;
+        int64_t u = __atomic_fetch_add(&r->next, 1, __ATOMIC_RELAXED);
+        if (u >= r->nunits || u > __atomic_load_n(&r->stop_after, __ATOMIC_RELAXED)) return;
+        r->work(r, u, is_caller);
+        if (is_caller) {
+            if (r->after) r->after(r);
+            tf_runner_report(r, 0, 0);
+        }
+    }
+}
+
+static void *tf_runner_thread(void *arg) {
+    tf_runner_loop((tf_runner *)arg, 0);
+    return NULL;
+}
+
+/* Run r->work over all units on up to nthreads threads (the calling thread is one). */
+static void tf_runner_run(tf_runner *r, int nthreads) {
+    if (nthreads > TF_PARSE_MAX_THREADS) nthreads = TF_PARSE_MAX_THREADS;
+    if ((int64_t)nthreads > r->nunits) nthreads = (int)r->nunits;
+    if (nthreads < 1) nthreads = 1;
+    pthread_t tids[TF_PARSE_MAX_THREADS];
+    int started[TF_PARSE_MAX_THREADS];
+    for (int t = 1; t < nthreads; t++) started[t] = pthread_create(&tids[t], NULL, tf_runner_thread, r) == 0;
+    /* If a thread could not be created the others simply take more units. */
+    tf_runner_loop(r, 1);
+    for (int t = 1; t < nthreads; t++)
+        if (started[t]) pthread_join(tids[t], NULL);
+}
+
+static void tf_runner_init(tf_runner *r, int64_t nunits, int64_t total_bytes, tf_report_fn fn, void *handle) {
+    memset(r, 0, sizeof *r);
+    r->nunits = nunits;
+    r->stop_after = INT64_MAX;
+    r->total_bytes = total_bytes;
+    r->fn = fn;
+    r->handle = handle;
+    r->last_ns = tf_now_ns();
+}
+
+/* ======================================================================== */
+/* pass 1: count                                                            */
+/* ======================================================================== */
+
+typedef struct {
+    tf_syntax sx;
+    int64_t start, chunk_bytes, max_rows;
+    int64_t *chunks; /* [nunits][4] */
+    uint8_t *ready;  /* atomic per unit: 1 when the speculative count is written */
+    int64_t cursor;  /* resolution (calling thread only): next unit to resolve */
+    int64_t at;      /* resolved start of unit `cursor` */
+    int64_t rows;    /* rows resolved so far */
+    int stopped;     /* max_rows reached */
+} tf_count_ctx;
+
+static int64_t tf_unit_from(const tf_count_ctx *c, int64_t u) {
+    if (u == 0) return c->start;
+    int64_t nominal = c->start + u * c->chunk_bytes;
+    return tf_line_start_from(&c->sx, c->sx.data + nominal) - c->sx.data;
+}
+
+/* Fault in the pages of [p, p + n) in one system call instead of one trap per page
+ * (memory-mapped files; a no-op for memory that is already mapped, and ignored where
+ * the kernel does not know MADV_POPULATE_READ, Linux < 5.14). */
+static void tf_prefault(const uint8_t *p, int64_t n) {
+#if defined(__linux__) && defined(MADV_POPULATE_READ)
+    if (n < (1 << 16)) return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)p & ~(page - 1);
+    (void)madvise((void *)a, (size_t)((uintptr_t)(p + n) - a), MADV_POPULATE_READ);
+#else
+    (void)p;
+    (void)n;
+#endif
+}
+
+static void tf_count_work(tf_runner *r, int64_t u, int is_caller) {
+    (void)is_caller;
+    tf_count_ctx *c = (tf_count_ctx *)r->ctx;
+    int64_t nominal = c->start + u * c->chunk_bytes, region_end = (int64_t)(c->sx.end - c->sx.data);
+    tf_prefault(c->sx.data + nominal, (nominal + c->chunk_bytes < region_end ? nominal + c->chunk_bytes : region_end) - nominal);
+    int64_t from = tf_unit_from(c, u);
+    int64_t to = u + 1 < r->nunits ? tf_unit_from(c, u + 1) : region_end;
+    int64_t rows = 0, next = from;
+    if (from < to) next = tf_count_records(&c->sx, c->sx.data + from, c->sx.data + to, &rows) - c->sx.data;
+    int64_t *ch = c->chunks + 4 * u;
+    ch[0] = from;
+    ch[1] = to;
+    ch[2] = rows;
+    ch[3] = next;
+    __atomic_fetch_add(&r->done_bytes, to - from, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->ready[u], 1, __ATOMIC_RELEASE);
+}
+
+/* Turn the speculative count of unit `cursor` into {start, end, rows, first row}.
+ * Calling thread only, in unit order. */
+static void tf_count_resolve_one(tf_runner *r, tf_count_ctx *c) {
+    int64_t u = c->cursor++;
+    int64_t *ch = c->chunks + 4 * u;
+    if (c->stopped) {
+        ch[0] = ch[1] = c->at;
+        ch[2] = 0;
+        ch[3] = c->rows;
+        return;
+    }
+    int64_t from = ch[0], to = ch[1], rows, next;
+    if (c->at == from) {
+        rows = ch[2];
+        next = ch[3];
+    } else if (c->at >= to) { /* the unit lies inside a record that began earlier */
+        rows = 0;
+        next = c->at;
+    } else { /* its first line is inside a quoted field: recount from the real start */
+        next = tf_count_records(&c->sx, c->sx.data + c->at, c->sx.data + to, &rows) - c->sx.data;
+    }
+    int64_t end = next;
+    if (c->max_rows >= 0 && c->rows + rows >= c->max_rows) {
+        rows = c->max_rows - c->rows;
+        end = -1; /* pass 2 stops after its rows: nothing after them is read */
+        c->stopped = 1;
+        tf_runner_lower_stop(r, u);
+    }
+    ch[0] = c->at;
+    ch[1] = end;
+    ch[2] = rows;
+    ch[3] = c->rows;
+    c->rows += rows;
+    c->at = next;
+}
+
+static void tf_count_after(tf_runner *r) {
+    tf_count_ctx *c = (tf_count_ctx *)r->ctx;
+    while (c->cursor < r->nunits && __atomic_load_n(&c->ready[c->cursor], __ATOMIC_ACQUIRE))
+        tf_count_resolve_one(r, c);
+}
+
+int tf_parse_count(const uint8_t *data, int64_t n, int64_t start, int delimiter, int comment, int64_t chunk_bytes,
+                   int64_t max_rows, int nthreads, int64_t *chunks, int64_t nchunks, int64_t *total_rows,
+                   int (*fn)(void *handle, int64_t done, int64_t total), void *handle) {
+    static const char fname[] = "tf_parse_count";
+    int rc = tf_check_syntax(fname, data, n, delimiter, comment);
+    if (rc) return rc;
+    if (start < 0 || start > n || chunk_bytes < 1)
+        return tf_error(TF_EINVAL, "%s: invalid start=%lld or chunk_bytes=%lld", fname, (long long)start,
+                        (long long)chunk_bytes);
+    int64_t region = n - start;
+    int64_t want = region > 0 ? (region - 1) / chunk_bytes + 1 : 1;
+    if (nchunks != want)
+        return tf_error(TF_ESHAPE, "%s: nchunks=%lld, but %lld bytes in chunks of %lld make %lld", fname,
+                        (long long)nchunks, (long long)region, (long long)chunk_bytes, (long long)want);
+    tf_count_ctx c;
+    memset(&c, 0, sizeof c);
+    tf_syntax_init(&c.sx, data, n, delimiter, comment);
+    c.start = start;
+    c.chunk_bytes = chunk_bytes;
+    c.max_rows = max_rows;
+    c.chunks = chunks;
+    c.at = start;
+    c.ready = calloc((size_t)nchunks, 1);
+    if (!c.ready) return tf_error(TF_ENOMEM, "%s: out of memory for %lld chunks", fname, (long long)nchunks);
+    tf_runner r;
+    tf_runner_init(&r, nchunks, region, fn, handle);
+    r.work = tf_count_work;
+    r.after = tf_count_after;
+    r.ctx = &c;
+    if (max_rows == 0) {
+        c.stopped = 1;
+        r.stop_after = -1;
+    }
+    tf_runner_run(&r, nthreads);
+    int cancelled = __atomic_load_n(&r.cancel, __ATOMIC_RELAXED);
+    if (!cancelled) {
+        while (c.cursor < nchunks) {
+            if (!c.stopped && !__atomic_load_n(&c.ready[c.cursor], __ATOMIC_ACQUIRE)) {
+                free(c.ready);
+                return tf_error(TF_EINTERNAL, "%s: chunk %lld was never counted", fname, (long long)c.cursor);
+            }
+            tf_count_resolve_one(&r, &c);
+        }
+    }
+    free(c.ready);
+    if (cancelled) return tf_error(TF_EINTERRUPTED, "%s: interrupted", fname);
+    *total_rows = c.rows;
+    return TF_OK;
+}
+
+/* ======================================================================== */
+/* pass 2: fill                                                             */
+/* ======================================================================== */
+
+typedef struct {
+    tf_syntax sx;
+    const int64_t *chunks;
+    const int64_t *colmap;
+    int64_t ncols_in, cols;
+    void *out;
+    tf_val missing;
+    tf_perr *errs; /* one per chunk */
+} tf_fill_ctx;
+
+/* Count the fields of the record whose field `nf` starts at p (for the error message). */
+static int64_t tf_count_fields(const tf_syntax *sx, const uint8_t *p, int64_t nf) {
+    tf_perr ignore;
+    for (;;) {
+        const uint8_t *cb, *ce;
+        int flags;
+        p = tf_field(sx, tf_skip_blanks(sx, p), &cb, &ce, &flags, &ignore);
+        nf++;
+        if (!p || p >= sx->end || *p != sx->delim) return nf;
+        p++;
+    }
+}
+
+/* The error for the token at fs (field j, 0-based) that is not a number. */
+__attribute__((noinline, cold)) static int tf_fail_field(const tf_syntax *sx, const uint8_t *fs, int64_t j,
+                                                         tf_perr *err) {
+    const uint8_t *te = tf_token_end(sx, fs);
+    const uint8_t *quote = memchr(fs, '"', (size_t)(te - fs));
+    if (quote) return tf_fail(err, TF_PE_QUOTE_INSIDE, sx, quote, fs, te, 0, 0);
+    while (te > fs && tf_blank(sx, te[-1])) te--;
+    return tf_fail_token(err, sx, fs, te, j + 1);
+}
+
+/* The error for a record (starting at rec) with `found` fields instead of `want`. */
+__attribute__((noinline, cold)) static int tf_fail_fields(const tf_syntax *sx, const uint8_t *rec, int64_t found,
+                                                          int64_t want, tf_perr *err) {
+    const uint8_t *re = tf_token_end(sx, rec);
+    while (re < sx->end && *re == sx->delim) re = tf_token_end(sx, re + 1);
+    return tf_fail(err, TF_PE_FIELDS, sx, rec, rec, re, found, want);
+}
+
+/* The unusual fields: skipped columns (col < 0) and quoted fields. Stores the value of
+ * a quoted number. Returns the byte after the field's trailing blanks, NULL on error. */
+__attribute__((noinline)) static const uint8_t *tf_fill_field_slow(const tf_fill_ctx *fc, const uint8_t *p, int64_t j,
+                                                                   int64_t col, int64_t index, int dt, tf_perr *err) {
+    const tf_syntax *sx = &fc->sx;
+    if (col < 0) {
+        const uint8_t *cb, *ce;
+        int flags;
+        return tf_field(sx, p, &cb, &ce, &flags, err);
+    }
+    const uint8_t *fs = p;
+    const uint8_t *close = tf_quote_close(sx, p + 1);
+    if (!close) {
+        tf_fail(err, TF_PE_UNTERMINATED, sx, fs, fs, sx->end, 0, 0);
+        return NULL;
+    }
+    const uint8_t *s = tf_skip_blanks(sx, p + 1), *t = close - 1;
+    while (t > s && tf_blank(sx, t[-1])) t--;
+    tf_val v = fc->missing;
+    if (s != t) {
+        tf_num num;
+        if (tf_scan_number(s, t, &num) != t) {
+            tf_fail_token(err, sx, fs, close, j + 1);
+            return NULL;
+        }
+        switch (dt) {
+        case TF_DT_F32: v.f = tf_num_f32(&num); break;
+        case TF_DT_F64: v.d = tf_num_f64(&num); break;
+        case TF_DT_F16: v.h = tf_num_narrow(&num, 10, 5); break;
+        default: v.h = tf_num_narrow(&num, 7, 8); break;
+        }
+    }
+    tf_store(fc->out, index, dt, v);
+    p = tf_skip_blanks(sx, close);
+    if (p < sx->end && *p != sx->delim && *p != '\n' && *p != '\r' && *p != sx->comment) {
+        tf_fail(err, TF_PE_AFTER_QUOTE, sx, p, fs, tf_token_end(sx, p), 0, 0);
+        return NULL;
+    }
+    return p;
+}
+
+/* A comment after the last field at p: check it; returns the next line's start. */
+__attribute__((noinline, cold)) static const uint8_t *tf_trailing_comment(const tf_syntax *sx, const uint8_t *p,
+                                                                          tf_perr *err) {
+    const uint8_t *e = tf_find4(sx, p, sx->end, '\n', '\r', '\n', '\n');
+    const uint8_t *bad = tf_utf8_bad(p, e);
+    if (bad) {
+        tf_fail(err, *bad ? TF_PE_UTF8 : TF_PE_NUL, sx, bad, p, e, 0, 0);
+        return NULL;
+    }
+    return e < sx->end ? tf_after_eol(sx, e) : e;
+}
+
+#define TF_BLANK(c) (((c) == ' ' || (c) == '\t') && (c) != delim)
+
+/* Parse the rows of one chunk. Returns 0, or -1 with *err filled. */
+static inline __attribute__((always_inline)) int tf_fill_chunk(tf_runner *r, const tf_fill_ctx *fc, int64_t u,
+                                                              int is_caller, const int dt, tf_perr *err) {
+    const tf_syntax *sx = &fc->sx;
+    const uint8_t *const E = sx->end;
+    const int64_t *ch = fc->chunks + 4 * u;
+    const uint8_t *const chunk_start = sx->data + ch[0];
+    const uint8_t *p = chunk_start;
+    const int64_t rows = ch[2], row0 = ch[3], ncols_in = fc->ncols_in, cols = fc->cols;
+    const int64_t *const colmap = fc->colmap;
+    const int delim = sx->delim, comment = sx->comment;
+    void *const out = fc->out;
+    const tf_val missing = fc->missing;
+    const uint8_t *last_report = p;
+    for (int64_t ri = 0; ri < rows; ri++) {
+        if ((ri & 1023) == 1023) {
+            if (tf_runner_stopped(r, u)) return 0;
+            if (is_caller && p - last_report > (1 << 20)) {
+                tf_runner_report(r, p - chunk_start, 0);
+                last_report = p;
+            }
+        }
+        /* blank and comment lines before the record (usually none) */
+        if (__builtin_expect(p >= E || TF_BLANK(*p) || *p == '\n' || *p == '\r' || *p == comment, 0)) {
+            const uint8_t *q;
+            int k;
+            while ((k = tf_noise_line(sx, p, &q, err)) == 1) p = q;
+            if (k != 0) return k < 0 ? -1 : tf_fail(err, TF_PE_INTERNAL, sx, p, p, p, 0, 0);
+            p = q;
+        }
+        const uint8_t *const rec = p;
+        const int64_t base = (row0 + ri) * cols;
+        int64_t j = 0;
+        for (;;) { /* one field */
+            while (p < E && TF_BLANK(*p)) p++;
+            if (__builtin_expect(j >= ncols_in, 0))
+                return tf_fail_fields(sx, rec, tf_count_fields(sx, p, j), ncols_in, err);
+            const int64_t col = colmap[j];
+            if (__builtin_expect(col < 0 || (p < E && *p == '"'), 0)) {
+                p = tf_fill_field_slow(fc, p, j, col, base + col, dt, err);
+                if (!p) return -1;
+            } else {
+                tf_val v;
+                const uint8_t *e = tf_value_hot(p, E, dt, &v);
+                if (__builtin_expect(e != NULL, 1)) {
+                    p = e;
+                    if (__builtin_expect(p < E && *p == delim, 1)) { /* the common case */
+                        tf_store(out, base + col, dt, v);
+                        p++;
+                        j++;
+                        continue;
+                    }
+                    while (p < E && TF_BLANK(*p)) p++;
+                } else if (p == E || *p == delim || *p == '\n' || *p == '\r' || *p == comment) {
+                    v = missing;
+                } else {
+                    return tf_fail_field(sx, p, j, err);
+                }
+                tf_store(out, base + col, dt, v);
+            }
+            j++;
+            if (__builtin_expect(p == E, 0)) break;
+            const uint8_t c = *p;
+            if (__builtin_expect(c == delim, 1)) {
+                p++;
+                continue;
+            }
+            if (c == '\n') {
+                p++;
+                break;
+            }
+            if (c == '\r') {
+                p = tf_after_eol(sx, p);
+                break;
+            }
+            if (c == comment) {
+                p = tf_trailing_comment(sx, p, err);
+                if (!p) return -1;
+                break;
+            }
+            /* text after a number: back to the start of the field for the message */
+            const uint8_t *fs = p;
+            while (fs > rec && fs[-1] != delim) fs--;
+            while (fs < p && TF_BLANK(*fs)) fs++;
+            return tf_fail_field(sx, fs, j - 1, err);
+        }
+        if (__builtin_expect(j != ncols_in, 0)) return tf_fail_fields(sx, rec, j, ncols_in, err);
+    }
+    if (ch[1] < 0) return 0; /* max_rows reached in this chunk */
+    /* Blank and comment lines up to the next chunk belong to this one. */
+    const uint8_t *chunk_end = sx->data + ch[1];
+    while (p < chunk_end) {
+        const uint8_t *q;
+        int k = tf_noise_line(sx, p, &q, err);
+        if (k < 0) return -1;
+        if (k != 1) break;
+        p = q;
+    }
+    if (p != chunk_end) return tf_fail(err, TF_PE_INTERNAL, sx, p, p, p, 0, 0);
+    return 0;
+}
+
+#define TF_FILL_WORK(name, dt)                                                                        \
+    static void name(tf_runner *r, int64_t u, int is_caller) {                                        \
+        tf_fill_ctx *fc = (tf_fill_ctx *)r->ctx;                                                      \
+        const int64_t *ch = fc->chunks + 4 * u;                                                       \
+        if (tf_fill_chunk(r, fc, u, is_caller, dt, &fc->errs[u]) != 0) tf_runner_lower_stop(r, u);   \
+        int64_t bytes = (ch[1] >= 0 ? ch[1] : ch[0]) - ch[0];                                         \
+        __atomic_fetch_add(&r->done_bytes, bytes > 0 ? bytes : 0, __ATOMIC_RELAXED);                  \
+    }
+TF_FILL_WORK(tf_fill_work_f32, TF_DT_F32)
+TF_FILL_WORK(tf_fill_work_f64, TF_DT_F64)
+TF_FILL_WORK(tf_fill_work_f16, TF_DT_F16)
+TF_FILL_WORK(tf_fill_work_bf16, TF_DT_BF16)
+
+static int tf_fill(const char *fname, int dt, const uint8_t *data, int64_t n, int delimiter, int comment,
+                   const int64_t *chunks, int64_t nchunks, const int64_t *colmap, int64_t ncols_in, void *out,
+                   int64_t rows, int64_t cols, double missing, int nthreads, int64_t *errinfo, tf_report_fn fn,
+                   void *handle) {
+    int rc = tf_check_syntax(fname, data, n, delimiter, comment);
+    if (rc) return rc;
+    if (nchunks < 1 || ncols_in < 0 || rows < 0 || cols < 0)
+        return tf_error(TF_EINVAL, "%s: invalid sizes (nchunks=%lld, ncols_in=%lld, rows=%lld, cols=%lld)", fname,
+                        (long long)nchunks, (long long)ncols_in, (long long)rows, (long long)cols);
+    /* Chunks come from tf_parse_count; check them anyway, C trusts no one with memory. */
+    int64_t next_row = 0, prev_end = 0, total = 0;
+    for (int64_t u = 0; u < nchunks; u++) {
+        const int64_t *ch = chunks + 4 * u;
+        if (ch[0] < prev_end || ch[0] > n || ch[1] > n || (ch[1] >= 0 && ch[1] < ch[0]) || ch[2] < 0 ||
+            ch[3] != next_row)
+            return tf_error(TF_EINVAL, "%s: chunk %lld {%lld, %lld, %lld, %lld} is inconsistent", fname, (long long)u,
+                            (long long)ch[0], (long long)ch[1], (long long)ch[2], (long long)ch[3]);
+        next_row += ch[2];
+        prev_end = ch[1] >= 0 ? ch[1] : ch[0];
+        total += (ch[1] >= 0 ? ch[1] : ch[0]) - ch[0];
+    }
+    if (next_row != rows)
+        return tf_error(TF_ESHAPE, "%s: the chunks hold %lld rows, out has %lld", fname, (long long)next_row,
+                        (long long)rows);
+    int64_t used = 0;
+    for (int64_t j = 0; j < ncols_in; j++) {
+        if (colmap[j] < -1 || colmap[j] >= cols)
+            return tf_error(TF_EINVAL, "%s: colmap[%lld] = %lld is not in [-1, %lld)", fname, (long long)j,
+                            (long long)colmap[j], (long long)cols);
+        used += colmap[j] >= 0;
+    }
+    if (used != cols && rows > 0)
+        return tf_error(TF_EINVAL, "%s: colmap fills %lld of the %lld output columns", fname, (long long)used,
+                        (long long)cols);
+    tf_fill_ctx fc;
+    memset(&fc, 0, sizeof fc);
+    tf_syntax_init(&fc.sx, data, n, delimiter, comment);
+    fc.chunks = chunks;
+    fc.colmap = colmap;
+    fc.ncols_in = ncols_in;
+    fc.cols = cols;
+    fc.out = out;
+    fc.missing = tf_missing_value(missing, dt);
+    fc.errs = calloc((size_t)nchunks, sizeof *fc.errs);
+    if (!fc.errs) return tf_error(TF_ENOMEM, "%s: out of memory for %lld chunks", fname, (long long)nchunks);
+    tf_runner r;
+    tf_runner_init(&r, nchunks, total, fn, handle);
+    r.work = dt == TF_DT_F32   ? tf_fill_work_f32
+             : dt == TF_DT_F64 ? tf_fill_work_f64
+             : dt == TF_DT_F16 ? tf_fill_work_f16
+                               : tf_fill_work_bf16;
+    r.ctx = &fc;
+    tf_runner_run(&r, nthreads);
+    int64_t bad = __atomic_load_n(&r.stop_after, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&r.cancel, __ATOMIC_RELAXED)) rc = tf_error(TF_EINTERRUPTED, "%s: interrupted", fname);
+    else if (bad < nchunks) rc = tf_report(&fc.sx, &fc.errs[bad], errinfo, fname);
+    else {
+        tf_runner_report(&r, 0, 1);
+        rc = TF_OK;
+    }
+    free(fc.errs);
+    return rc;
+}
+
+int tf_parse_fill_f32(const uint8_t *data, int64_t n, int delimiter, int comment, const int64_t *chunks,
+                      int64_t nchunks, const int64_t *colmap, int64_t ncols_in, float *out, int64_t rows,
+                      int64_t cols, double missing, int nthreads, int64_t *errinfo,
+                      int (*fn)(void *handle, int64_t done, int64_t total), void *handle) {
+    return tf_fill("tf_parse_fill_f32", TF_DT_F32, data, n, delimiter, comment, chunks, nchunks, colmap, ncols_in,
+                   out, rows, cols, missing, nthreads, errinfo, fn, handle);
+}
+
+int tf_parse_fill_f64(const uint8_t *data, int64_t n, int delimiter, int comment, const int64_t *chunks,
+                      int64_t nchunks, const int64_t *colmap, int64_t ncols_in, double *out, int64_t rows,
+                      int64_t cols, double missing, int nthreads, int64_t *errinfo,
+                      int (*fn)(void *handle, int64_t done, int64_t total), void *handle) {
+    return tf_fill("tf_parse_fill_f64", TF_DT_F64, data, n, delimiter, comment, chunks, nchunks, colmap, ncols_in,
+                   out, rows, cols, missing, nthreads, errinfo, fn, handle);
+}
+
+int tf_parse_fill_f16(const uint8_t *data, int64_t n, int delimiter, int comment, const int64_t *chunks,
+                      int64_t nchunks, const int64_t *colmap, int64_t ncols_in, uint16_t *out, int64_t rows,
+                      int64_t cols, double missing, int nthreads, int64_t *errinfo,
+                      int (*fn)(void *handle, int64_t done, int64_t total), void *handle) {
+    return tf_fill("tf_parse_fill_f16", TF_DT_F16, data, n, delimiter, comment, chunks, nchunks, colmap, ncols_in,
+                   out, rows, cols, missing, nthreads, errinfo, fn, handle);
+}
+
+int tf_parse_fill_bf16(const uint8_t *data, int64_t n, int delimiter, int comment, const int64_t *chunks,
+                       int64_t nchunks, const int64_t *colmap, int64_t ncols_in, uint16_t *out, int64_t rows,
+                       int64_t cols, double missing, int nthreads, int64_t *errinfo,
+                       int (*fn)(void *handle, int64_t done, int64_t total), void *handle) {
+    return tf_fill("tf_parse_fill_bf16", TF_DT_BF16, data, n, delimiter, comment, chunks, nchunks, colmap, ncols_in,
+                   out, rows, cols, missing, nthreads, errinfo, fn, handle);
+}
