@@ -283,8 +283,8 @@ static ATTR int FN(sosfilt_range)(void *vctx, int64_t g0, int64_t g1) {
     /* Groups whose lanes are adjacent in memory are filtered a batch at a time,
      * block by block, so each block of a row is read from memory once. */
     const int64_t batch = job->lo.by_row ? TF_SOS_BATCH : 1;
-    const int64_t blk = TF_SOS_BLOCK;
-    VT *mem = (VT *)tf_sos_alloc((size_t)(NCF * S + batch * 2 * S + TF_SOS_BLOCK) * sizeof(VT));
+    const int64_t blk = job->lo.by_row ? TF_SOS_BLOCK_ADJACENT : TF_SOS_BLOCK_ROWS;
+    VT *mem = (VT *)tf_sos_alloc((size_t)(NCF * S + batch * 2 * S + TF_SOS_BLOCK_MAX) * sizeof(VT));
     if (!mem) return tf_error(TF_ENOMEM, "sosfilt: out of memory");
     VT *cf = mem, *z = cf + NCF * S, *buf = z + batch * 2 * S;
     FN(coefs)(job->sos, S, cf);
@@ -497,12 +497,13 @@ static ATTR int FN(filtfilt_range)(void *vctx, int64_t g0, int64_t g1) {
     const int64_t S = job->S, n = job->lo.n, inner = job->lo.inner, E = job->edge;
     const IO *x = (const IO *)job->x;
     IO *y = (IO *)job->y;
-    VT *mem = (VT *)tf_sos_alloc((size_t)(NCF * S + 2 * S + 2 * S + TF_SOS_BLOCK + E + 1) * sizeof(VT));
+    const int64_t blk = job->lo.by_row ? TF_SOS_BLOCK_ADJACENT : TF_SOS_BLOCK_ROWS;
+    VT *mem = (VT *)tf_sos_alloc((size_t)(NCF * S + 2 * S + 2 * S + TF_SOS_BLOCK_MAX + E + 1) * sizeof(VT));
     if (!mem) return tf_error(TF_ENOMEM, "sosfiltfilt: out of memory");
-    VT *cf = mem, *zss = cf + NCF * S, *z = zss + 2 * S, *buf = z + 2 * S, *pad = buf + TF_SOS_BLOCK;
+    VT *cf = mem, *zss = cf + NCF * S, *z = zss + 2 * S, *buf = z + 2 * S, *pad = buf + TF_SOS_BLOCK_MAX;
     FN(coefs)(job->sos, S, cf);
     for (int64_t k = 0; k < 2 * S; k++) zss[k] = FN(splat)((CT)((const double *)job->zi)[k]);
-    const int64_t nblk = (n + TF_SOS_BLOCK - 1) / TF_SOS_BLOCK;
+    const int64_t nblk = (n + blk - 1) / blk;
     tf_sos_group g;
     for (int64_t gi = g0; gi < g1; gi++) {
         tf_sos_group_init(&job->lo, gi, NL, &g);
@@ -516,7 +517,7 @@ static ATTR int FN(filtfilt_range)(void *vctx, int64_t g0, int64_t g1) {
         if (E > 0) FN(run)(pad, E, cf, z, S, 0);
         VT yend = first;
         for (int64_t b = 0; b < nblk; b++) {
-            int64_t t0 = b * TF_SOS_BLOCK, T = n - t0 < TF_SOS_BLOCK ? n - t0 : TF_SOS_BLOCK;
+            int64_t t0 = b * blk, T = n - t0 < blk ? n - t0 : blk;
             FN(load)(x, &g, inner, t0, T, buf);
             FN(run)(buf, T, cf, z, S, 0);
             FN(store)(y, &g, inner, t0, T, buf);
@@ -531,7 +532,7 @@ static ATTR int FN(filtfilt_range)(void *vctx, int64_t g0, int64_t g1) {
         for (int64_t k = 0; k < 2 * S; k++) z[k] = zss[k] * yend;
         if (E > 0) FN(run)(pad, E, cf, z, S, 1);
         for (int64_t b = nblk - 1; b >= 0; b--) {
-            int64_t t0 = b * TF_SOS_BLOCK, T = n - t0 < TF_SOS_BLOCK ? n - t0 : TF_SOS_BLOCK;
+            int64_t t0 = b * blk, T = n - t0 < blk ? n - t0 : blk;
             FN(load)(y, &g, inner, t0, T, buf);
             FN(run)(buf, T, cf, z, S, 1);
             FN(store)(y, &g, inner, t0, T, buf);
