@@ -81,8 +81,9 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: list[tuple[str, str, str, float, float, str]] = []
 
-    def versus(name: str, shape: tuple[int, ...], dtype: type, sos: np.ndarray, floor: str,
-               ours: Callable[[np.ndarray, np.ndarray], object], theirs: Callable[[np.ndarray, np.ndarray], object]) -> None:
+    Fn = Callable[[np.ndarray, np.ndarray], object]
+
+    def versus(name: str, shape: tuple[int, ...], dtype: type, sos: np.ndarray, floor: str, ours: Fn, theirs: Fn) -> None:
         x = rng.standard_normal(shape).astype(dtype)
         s_dt = sos.astype(dtype)
         t_ref, t_ours = timeit([lambda: theirs(s_dt, x), lambda: ours(sos, x)], reps)

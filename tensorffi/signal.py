@@ -374,7 +374,9 @@ def _validate_x(x: Any) -> Any:
 # --------------------------------------------------------------------------- #
 
 
-def sosfilt(sos: ArrayLike, x: ArrayLike, axis: int = -1, zi: ArrayLike | None = None, *, threads: int | None = None) -> Any:
+def sosfilt(
+    sos: ArrayLike, x: ArrayLike, axis: int = -1, zi: ArrayLike | None = None, *, threads: int | None = None
+) -> Any:
     """Filter ``x`` along ``axis`` with cascaded second-order sections (SciPy's sosfilt).
 
     ``sos`` is ``(n_sections, 6)``: rows ``(b0, b1, b2, a0, a1, a2)`` with
@@ -567,7 +569,10 @@ def sosfiltfilt(
     return lay.from3(y3)
 
 
-def _sosfiltfilt_autograd(sos64: torch.Tensor, x3: torch.Tensor, edge: int, padtype: str | None, threads: int) -> torch.Tensor:
+def _sosfiltfilt_autograd(
+    sos64: torch.Tensor, x3: torch.Tensor, edge: int, padtype: str | None, threads: int
+) -> torch.Tensor:
+    """sosfiltfilt from differentiable pieces: torch padding, two autograd sosfilt calls."""
     n_sections = sos64.shape[0]
     ext = _pad_torch(x3, edge, padtype)
     zi = _steady_state_torch(sos64).to(x3.dtype).reshape(n_sections, 1, 2, 1)
