@@ -101,7 +101,65 @@ int tf_core_span_sum(const tf_core_span *span, double *out);
 /* signal: IIR filtering (signal.c) */
 /* ======================================================================== */
 
-/* (declarations of the signal module go here) */
+/* Padding of sosfiltfilt's extended signal (SciPy's padtype). */
+enum {
+    TF_SIGNAL_PAD_NONE = 0,    /* padtype=None: no extension */
+    TF_SIGNAL_PAD_ODD = 1,     /* 2 x[0] - x[k]: point reflection at the ends */
+    TF_SIGNAL_PAD_EVEN = 2,    /* x[k]: mirror reflection */
+    TF_SIGNAL_PAD_CONSTANT = 3 /* x[0] / x[n-1] repeated */
+};
+
+/* Layout shared by the functions below. A signal x is [outer, n, inner]
+ * C-contiguous and is filtered along its middle axis: each of the outer*inner
+ * channels independently (any axis of a C-contiguous N-d array is the middle one
+ * of such a view; inner = 1 is the last axis). sos is [n_sections, 6] float64,
+ * rows (b0, b1, b2, a0, a1, a2) with a0 == 1 (TF_EINVAL otherwise). Filter states
+ * are [n_sections, outer, 2, inner]: SciPy's zi layout, (n_sections, ..., 2, ...).
+ * The sections are direct form II transposed, as scipy.signal.sosfilt. Channels
+ * are spread over `nthreads` threads; each is filtered in SIMD lanes chosen by
+ * tf_simd_level(). */
+
+/* y = sosfilt(sos, x) starting from states zi (NULL: zeros); the final states go to
+ * zf (NULL: not written). Filtering a signal in pieces, passing each call's zf as
+ * the next zi, gives the same result as one call. */
+int tf_signal_sosfilt_f32(const double *sos, int64_t n_sections, const float *x, float *y, int64_t outer, int64_t n,
+                          int64_t inner, const float *zi, float *zf, int nthreads);
+int tf_signal_sosfilt_f64(const double *sos, int64_t n_sections, const double *x, double *y, int64_t outer, int64_t n,
+                          int64_t inner, const double *zi, double *zf, int nthreads);
+
+/* The adjoint of tf_signal_sosfilt_*: given dL/dy (gy) and dL/dzf (gzf, NULL:
+ * zeros) of the call sosfilt(sos, x, zi), writes dL/dx (gx, [outer, n, inner]),
+ * dL/dzi (gzi, [n_sections, outer, 2, inner]) and dL/dsos (gsos, [n_sections, 6],
+ * float64, summed over channels in an order that does not depend on nthreads;
+ * the a0 column gets the gradient of the a0-normalised filter). The forward pass
+ * is recomputed from checkpoints, so y is not needed. */
+int tf_signal_sosfilt_backward_f32(const double *sos, int64_t n_sections, const float *x, const float *zi,
+                                   const float *gy, const float *gzf, int64_t outer, int64_t n, int64_t inner,
+                                   double *gsos, float *gx, float *gzi, int nthreads);
+int tf_signal_sosfilt_backward_f64(const double *sos, int64_t n_sections, const double *x, const double *zi,
+                                   const double *gy, const double *gzf, int64_t outer, int64_t n, int64_t inner,
+                                   double *gsos, double *gx, double *gzi, int nthreads);
+
+/* Zero-phase filtering, SciPy's sosfiltfilt: x is extended by `padlen` samples
+ * at each end (padtype TF_SIGNAL_PAD_*; NONE ignores padlen), filtered forward
+ * from zi * ext[0], then backward from zi * (last forward output), and the middle
+ * is written to y. zi is [n_sections, 2] float64, the steady state of the step
+ * response (sosfilt_zi). Needs n > padlen. */
+int tf_signal_sosfiltfilt_f32(const double *sos, int64_t n_sections, const double *zi, const float *x, float *y,
+                              int64_t outer, int64_t n, int64_t inner, int padtype, int64_t padlen, int nthreads);
+int tf_signal_sosfiltfilt_f64(const double *sos, int64_t n_sections, const double *zi, const double *x, double *y,
+                              int64_t outer, int64_t n, int64_t inner, int padtype, int64_t padlen, int nthreads);
+
+/* 1 if float32 signals filtered with this sos are computed in float32
+ * arithmetic, 0 if in float64 arithmetic (float32 in and out). float32 is used
+ * only when every pole lies within radius 0.9, where its roundoff stays near
+ * 1e-6 of the output's scale; poles nearer the unit circle (low cutoffs, narrow
+ * bands: most audio and physiological filters) would amplify it to 1e-4..1e-2. */
+int tf_signal_f32_arith(const double *sos, int64_t n_sections);
+
+/* SIMD lanes (channels filtered at once) for elements of `element_size` bytes
+ * (4: float32, 8: float64) at the current tf_simd_level(). */
+int tf_signal_lanes(int element_size);
 
 /* ======================================================================== */
 /* physics: particle simulation (physics.c) */

@@ -1,0 +1,598 @@
+/* SPDX-License-Identifier: MIT */
+/* signal.c — IIR filtering with cascaded second-order sections: sosfilt (with
+ * streaming state), its adjoint for autograd, and zero-phase sosfiltfilt.
+ *
+ * Each channel's recursion is latency-bound, so channels are filtered side by
+ * side, one per SIMD lane (AVX-512, AVX2+FMA, or the baseline 128-bit vectors,
+ * chosen at run time by tf_simd_level()), and the sections of a cascade are
+ * interleaved sample by sample so the out-of-order core overlaps them. The
+ * kernels themselves are in signal_simd.h, compiled once per element type and
+ * SIMD level. Groups of channels are spread over `nthreads` threads. */
+#define TF_INTERNAL
+#include "tensorffi.h"
+
+/* The float64 kernels reproduce SciPy's roundings operation for operation: no
+ * contraction of a * b + c into an FMA (GCC does not contract in ISO C mode;
+ * clang would, by default). */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define TF_SOS_X86 1
+#else
+#define TF_SOS_X86 0
+#endif
+
+#define TF_SOS_CAT2(a, b) a##_##b
+#define TF_SOS_CAT(a, b) TF_SOS_CAT2(a, b)
+/* Coefficients kept per section (see coefs() in signal_simd.h). */
+#define NCF 7
+
+/* Samples per block moved between memory and the lane-major buffer: short blocks
+ * when each lane reads its own row (a transpose), longer ones when the lanes are
+ * adjacent in memory. Measured on Zen 3 (AVX2); both fit the L1 cache. */
+#define TF_SOS_BLOCK_ROWS 48
+#define TF_SOS_BLOCK_ADJACENT 128
+#define TF_SOS_BLOCK_MAX 128
+/* float32 signals are filtered in float32 arithmetic only when every pole of the
+ * cascade lies within this radius; otherwise in float64 arithmetic. Measured on
+ * random Butterworth/Chebyshev/elliptic designs of orders 1-12, float32 roundoff
+ * then stays below ~2e-6 of the output's peak (it grows like 1/(1 - r)). */
+#define TF_SOS_F32_MAX_RADIUS 0.9
+/* Channels at most for which a lone channel's sections are spread over the lanes
+ * (a wavefront) rather than its samples filtered one lane per channel. */
+#define TF_SOS_WAVE_MAX_CHANNELS 1
+/* Groups filtered together, block by block, when their lanes are adjacent. */
+#define TF_SOS_BATCH 16
+/* Lanes of the widest instantiation (AVX-512, float). */
+#define TF_SOS_MAXLANES 16
+/* Work (samples x sections) below which a thread is not worth starting. */
+#define TF_SOS_MIN_WORK ((int64_t)1 << 17)
+
+/* How the outer*inner channels of an [outer, n, inner] signal form groups of
+ * `lanes` channels: along inner when a row holds at least a full group (lanes
+ * are then adjacent in memory), otherwise across rows in channel order. */
+typedef struct {
+    int64_t outer, n, inner, nch, ngroups, per_row;
+    int by_row;
+} tf_sos_layout;
+
+typedef struct {
+    int64_t base[TF_SOS_MAXLANES]; /* offset of the lane's sample 0 in x / y */
+    int64_t zoff[TF_SOS_MAXLANES]; /* offset of the lane's state in zi / zf (section 0, k = 0) */
+    int nl;                        /* live lanes */
+    int contiguous;                /* all lanes live and adjacent: base[l] = base[0] + l */
+} tf_sos_group;
+
+/* Everything one call's threads share (read-only, except `partial`, whose
+ * chunks are each written by one thread). */
+typedef struct {
+    tf_sos_layout lo;
+    const double *sos;
+    int64_t S;
+    const void *x, *zi, *gy, *gzf;
+    void *y, *zf, *gx, *gzi;
+    int64_t seg;           /* backward: samples per recomputed segment */
+    int64_t per_chunk;     /* backward: groups per reduction chunk */
+    double *partial;       /* backward: [chunks, S, 5] gradient sums */
+    int64_t edge;          /* sosfiltfilt: pad length */
+    int padtype;           /* sosfiltfilt: TF_SIGNAL_PAD_* */
+} tf_sos_job;
+
+static void tf_sos_layout_init(tf_sos_layout *lo, int64_t outer, int64_t n, int64_t inner, int lanes) {
+    lo->outer = outer;
+    lo->n = n;
+    lo->inner = inner;
+    lo->nch = outer * inner;
+    lo->by_row = inner >= lanes;
+    if (lo->by_row) {
+        lo->per_row = (inner + lanes - 1) / lanes;
+        lo->ngroups = outer * lo->per_row;
+    } else {
+        lo->per_row = 0;
+        lo->ngroups = (lo->nch + lanes - 1) / lanes;
+    }
+}
+
+static void tf_sos_group_init(const tf_sos_layout *lo, int64_t g, int lanes, tf_sos_group *gr) {
+    const int64_t n = lo->n, inner = lo->inner;
+    if (lo->by_row) {
+        int64_t o = g / lo->per_row, i0 = (g % lo->per_row) * lanes;
+        int64_t nl = inner - i0 < lanes ? inner - i0 : lanes;
+        gr->nl = (int)nl;
+        for (int l = 0; l < gr->nl; l++) {
+            gr->base[l] = o * n * inner + i0 + l;
+            gr->zoff[l] = o * 2 * inner + i0 + l;
+        }
+    } else {
+        int64_t ch0 = g * lanes;
+        int64_t nl = lo->nch - ch0 < lanes ? lo->nch - ch0 : lanes;
+        gr->nl = (int)nl;
+        for (int l = 0; l < gr->nl; l++) {
+            int64_t ch = ch0 + l, o = ch / inner, i = ch % inner;
+            gr->base[l] = o * n * inner + i;
+            gr->zoff[l] = o * 2 * inner + i;
+        }
+    }
+    gr->contiguous = gr->nl == lanes;
+    for (int l = 1; l < gr->nl && gr->contiguous; l++)
+        if (gr->base[l] != gr->base[0] + l) gr->contiguous = 0;
+}
+
+/* Scratch memory aligned for any vector type (freed with free()). */
+static void *tf_sos_alloc(size_t bytes) {
+    bytes = (bytes + 63) & ~(size_t)63;
+    return aligned_alloc(64, bytes ? bytes : 64);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Instantiations                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* Three element kinds: float64 signals in float64 arithmetic, in SciPy's exact
+ * operation order (f64: bitwise SciPy's results); float32 signals in float32
+ * arithmetic (f32); and float32 signals in float64 arithmetic (f32d, for filters
+ * whose poles are too close to the unit circle for float32 roundoff; see
+ * tf_signal_f32_arith). f32 and f32d use the fused state-space form. */
+
+/* Baseline: 128-bit generic vectors (SSE2 on any x86-64), no FMA. */
+typedef double tf_v2d __attribute__((vector_size(16)));
+typedef float tf_v4f __attribute__((vector_size(16)));
+
+#define ATTR
+#define SFX f64_base
+#define EXACT 1
+#define IO double
+#define CT double
+#define IT long long
+#define VT tf_v2d
+#define NL 2
+#define VFMA(a, b, c) ((a) * (b) + (c))
+#include "signal_simd.h"
+
+#define SFX f32d_base
+#define IO float
+#define CT double
+#define IT long long
+#define VT tf_v2d
+#define NL 2
+#define VFMA(a, b, c) ((a) * (b) + (c))
+#include "signal_simd.h"
+
+#define SFX f32_base
+#define IO float
+#define CT float
+#define IT int
+#define VT tf_v4f
+#define NL 4
+#define VFMA(a, b, c) ((a) * (b) + (c))
+#include "signal_simd.h"
+#undef ATTR
+
+#if TF_SOS_X86
+/* AVX2 + FMA. */
+typedef double tf_v4d __attribute__((vector_size(32)));
+typedef float tf_v8f __attribute__((vector_size(32)));
+
+#define ATTR __attribute__((target("avx2,fma")))
+
+/* In-register transposes for the channel-major case (inner == 1): lane l reads
+ * its own row, 8 (float) or 4 (double) samples at a time. */
+ATTR static inline void tf_sos_tr8_ps(__m256 r[8]) {
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+ATTR static inline void tf_sos_tr4_pd(__m256d r[4]) {
+    __m256d t0 = _mm256_unpacklo_pd(r[0], r[1]), t1 = _mm256_unpackhi_pd(r[0], r[1]);
+    __m256d t2 = _mm256_unpacklo_pd(r[2], r[3]), t3 = _mm256_unpackhi_pd(r[2], r[3]);
+    r[0] = _mm256_permute2f128_pd(t0, t2, 0x20);
+    r[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+    r[2] = _mm256_permute2f128_pd(t0, t2, 0x31);
+    r[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+}
+
+ATTR static void tf_sos_tload_f32_avx2(const float *x, const tf_sos_group *g, int64_t t0, int64_t T, tf_v8f *buf) {
+    int64_t t = 0;
+    for (; t + 8 <= T; t += 8) {
+        __m256 r[8];
+        for (int l = 0; l < 8; l++) r[l] = _mm256_loadu_ps(x + g->base[l] + t0 + t);
+        tf_sos_tr8_ps(r);
+        for (int k = 0; k < 8; k++) buf[t + k] = (tf_v8f)r[k];
+    }
+    for (; t < T; t++)
+        for (int l = 0; l < 8; l++) buf[t][l] = x[g->base[l] + t0 + t];
+}
+
+ATTR static void tf_sos_tstore_f32_avx2(float *y, const tf_sos_group *g, int64_t t0, int64_t T, const tf_v8f *buf) {
+    int64_t t = 0;
+    for (; t + 8 <= T; t += 8) {
+        __m256 r[8];
+        for (int k = 0; k < 8; k++) r[k] = (__m256)buf[t + k];
+        tf_sos_tr8_ps(r);
+        for (int l = 0; l < 8; l++) _mm256_storeu_ps(y + g->base[l] + t0 + t, r[l]);
+    }
+    for (; t < T; t++)
+        for (int l = 0; l < 8; l++) y[g->base[l] + t0 + t] = buf[t][l];
+}
+
+ATTR static void tf_sos_tload_f64_avx2(const double *x, const tf_sos_group *g, int64_t t0, int64_t T, tf_v4d *buf) {
+    int64_t t = 0;
+    for (; t + 4 <= T; t += 4) {
+        __m256d r[4];
+        for (int l = 0; l < 4; l++) r[l] = _mm256_loadu_pd(x + g->base[l] + t0 + t);
+        tf_sos_tr4_pd(r);
+        for (int k = 0; k < 4; k++) buf[t + k] = (tf_v4d)r[k];
+    }
+    for (; t < T; t++)
+        for (int l = 0; l < 4; l++) buf[t][l] = x[g->base[l] + t0 + t];
+}
+
+ATTR static void tf_sos_tstore_f64_avx2(double *y, const tf_sos_group *g, int64_t t0, int64_t T, const tf_v4d *buf) {
+    int64_t t = 0;
+    for (; t + 4 <= T; t += 4) {
+        __m256d r[4];
+        for (int k = 0; k < 4; k++) r[k] = (__m256d)buf[t + k];
+        tf_sos_tr4_pd(r);
+        for (int l = 0; l < 4; l++) _mm256_storeu_pd(y + g->base[l] + t0 + t, r[l]);
+    }
+    for (; t < T; t++)
+        for (int l = 0; l < 4; l++) y[g->base[l] + t0 + t] = buf[t][l];
+}
+
+/* The wavefront's step: lanes move up by one, the new sample enters lane 0. */
+ATTR static inline tf_v4d tf_sos_shift_pd(tf_v4d prev, double xk) {
+    return (tf_v4d)_mm256_blend_pd(_mm256_permute4x64_pd((__m256d)prev, 0x90), _mm256_set1_pd(xk), 1);
+}
+
+ATTR static inline tf_v8f tf_sos_shift_ps(tf_v8f prev, float xk) {
+    const __m256i up = _mm256_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6);
+    return (tf_v8f)_mm256_blend_ps(_mm256_permutevar8x32_ps((__m256)prev, up), _mm256_set1_ps(xk), 1);
+}
+
+/* float32 rows, float64 lanes: widen 4 samples of each row, then transpose. */
+ATTR static void tf_sos_tload_f32d_avx2(const float *x, const tf_sos_group *g, int64_t t0, int64_t T, tf_v4d *buf) {
+    int64_t t = 0;
+    for (; t + 4 <= T; t += 4) {
+        __m256d r[4];
+        for (int l = 0; l < 4; l++) r[l] = _mm256_cvtps_pd(_mm_loadu_ps(x + g->base[l] + t0 + t));
+        tf_sos_tr4_pd(r);
+        for (int k = 0; k < 4; k++) buf[t + k] = (tf_v4d)r[k];
+    }
+    for (; t < T; t++)
+        for (int l = 0; l < 4; l++) buf[t][l] = x[g->base[l] + t0 + t];
+}
+
+ATTR static void tf_sos_tstore_f32d_avx2(float *y, const tf_sos_group *g, int64_t t0, int64_t T, const tf_v4d *buf) {
+    int64_t t = 0;
+    for (; t + 4 <= T; t += 4) {
+        __m256d r[4];
+        for (int k = 0; k < 4; k++) r[k] = (__m256d)buf[t + k];
+        tf_sos_tr4_pd(r);
+        for (int l = 0; l < 4; l++) _mm_storeu_ps(y + g->base[l] + t0 + t, _mm256_cvtpd_ps(r[l]));
+    }
+    for (; t < T; t++)
+        for (int l = 0; l < 4; l++) y[g->base[l] + t0 + t] = (float)buf[t][l];
+}
+
+#define SFX f64_avx2
+#define EXACT 1
+#define IO double
+#define CT double
+#define IT long long
+#define VT tf_v4d
+#define NL 4
+#define VFMA(a, b, c) ((tf_v4d)_mm256_fmadd_pd((__m256d)(a), (__m256d)(b), (__m256d)(c)))
+#define TRANSPOSE_LOAD tf_sos_tload_f64_avx2
+#define TRANSPOSE_STORE tf_sos_tstore_f64_avx2
+#define WAVE_SHIFT tf_sos_shift_pd
+#include "signal_simd.h"
+
+#define SFX f32d_avx2
+#define IO float
+#define CT double
+#define IT long long
+#define VT tf_v4d
+#define NL 4
+#define VFMA(a, b, c) ((tf_v4d)_mm256_fmadd_pd((__m256d)(a), (__m256d)(b), (__m256d)(c)))
+#define TRANSPOSE_LOAD tf_sos_tload_f32d_avx2
+#define TRANSPOSE_STORE tf_sos_tstore_f32d_avx2
+#define WAVE_SHIFT tf_sos_shift_pd
+#include "signal_simd.h"
+
+#define SFX f32_avx2
+#define IO float
+#define CT float
+#define IT int
+#define VT tf_v8f
+#define NL 8
+#define VFMA(a, b, c) ((tf_v8f)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
+#define TRANSPOSE_LOAD tf_sos_tload_f32_avx2
+#define TRANSPOSE_STORE tf_sos_tstore_f32_avx2
+#define WAVE_SHIFT tf_sos_shift_ps
+#include "signal_simd.h"
+#undef ATTR
+
+/* AVX-512 F/DQ/BW/VL: the same kernels on 512-bit vectors. */
+typedef double tf_v8d __attribute__((vector_size(64)));
+typedef float tf_v16f __attribute__((vector_size(64)));
+
+#define ATTR __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma")))
+
+#define SFX f64_avx512
+#define EXACT 1
+#define IO double
+#define CT double
+#define IT long long
+#define VT tf_v8d
+#define NL 8
+#define VFMA(a, b, c) ((tf_v8d)_mm512_fmadd_pd((__m512d)(a), (__m512d)(b), (__m512d)(c)))
+#include "signal_simd.h"
+
+#define SFX f32d_avx512
+#define IO float
+#define CT double
+#define IT long long
+#define VT tf_v8d
+#define NL 8
+#define VFMA(a, b, c) ((tf_v8d)_mm512_fmadd_pd((__m512d)(a), (__m512d)(b), (__m512d)(c)))
+#include "signal_simd.h"
+
+#define SFX f32_avx512
+#define IO float
+#define CT float
+#define IT int
+#define VT tf_v16f
+#define NL 16
+#define VFMA(a, b, c) ((tf_v16f)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
+#include "signal_simd.h"
+#undef ATTR
+#endif /* TF_SOS_X86 */
+
+/* ------------------------------------------------------------------------ */
+/* Dispatch                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    int lanes;
+    tf_range_fn sosfilt, backward, filtfilt, wave;
+} tf_sos_impl;
+
+enum { TF_SOS_F64 = 0, TF_SOS_F32 = 1, TF_SOS_F32D = 2 };
+
+#define TF_SOS_IMPL(lanes, sfx) \
+    (tf_sos_impl) { lanes, sosfilt_range_##sfx, backward_range_##sfx, filtfilt_range_##sfx, wave_range_##sfx }
+
+static tf_sos_impl tf_sos_pick(int kind) {
+    int level = tf_simd_level();
+#if TF_SOS_X86
+    if (level >= TF_SIMD_AVX512)
+        return kind == TF_SOS_F32 ? TF_SOS_IMPL(16, f32_avx512)
+               : kind == TF_SOS_F32D ? TF_SOS_IMPL(8, f32d_avx512) : TF_SOS_IMPL(8, f64_avx512);
+    if (level >= TF_SIMD_AVX2)
+        return kind == TF_SOS_F32 ? TF_SOS_IMPL(8, f32_avx2)
+               : kind == TF_SOS_F32D ? TF_SOS_IMPL(4, f32d_avx2) : TF_SOS_IMPL(4, f64_avx2);
+#else
+    (void)level;
+#endif
+    return kind == TF_SOS_F32 ? TF_SOS_IMPL(4, f32_base)
+           : kind == TF_SOS_F32D ? TF_SOS_IMPL(2, f32d_base) : TF_SOS_IMPL(2, f64_base);
+}
+
+/* Largest pole radius of the cascade (NaN if a coefficient is not finite). */
+static double tf_sos_max_pole_radius(const double *sos, int64_t S) {
+    double rmax = 0.0;
+    for (int64_t s = 0; s < S; s++) {
+        const double a1 = sos[6 * s + 4], a2 = sos[6 * s + 5];
+        const double disc = a1 * a1 - 4.0 * a2;
+        double r;
+        if (disc < 0.0) {
+            r = sqrt(a2); /* complex pair: |p|^2 = a2 */
+        } else if (disc >= 0.0) {
+            double q = sqrt(disc);
+            r = fmax(fabs(-a1 + q), fabs(-a1 - q)) / 2.0;
+        } else {
+            return NAN;
+        }
+        if (!(r <= rmax)) rmax = r; /* also propagates NaN */
+    }
+    return rmax;
+}
+
+int tf_signal_f32_arith(const double *sos, int64_t n_sections) {
+    if (n_sections <= 0) return 1;
+    if (!sos) return 0;
+    double r = tf_sos_max_pole_radius(sos, n_sections);
+    return r <= TF_SOS_F32_MAX_RADIUS;
+}
+
+static int tf_sos_kind(int is_f32, const double *sos, int64_t S) {
+    if (!is_f32) return TF_SOS_F64;
+    return tf_signal_f32_arith(sos, S) ? TF_SOS_F32 : TF_SOS_F32D;
+}
+
+static int tf_sos_check(const char *fn, const double *sos, int64_t S, int64_t outer, int64_t n, int64_t inner) {
+    if (S < 0 || outer < 0 || n < 0 || inner < 0)
+        return tf_error(TF_ESHAPE, "%s: negative size (n_sections=%lld, outer=%lld, n=%lld, inner=%lld)", fn,
+                        (long long)S, (long long)outer, (long long)n, (long long)inner);
+    if (S > 0 && !sos) return tf_error(TF_EINVAL, "%s: sos is NULL", fn);
+    for (int64_t s = 0; s < S; s++)
+        if (sos[6 * s + 3] != 1.0)
+            return tf_error(TF_EINVAL, "%s: sos[%lld, 3] is %g; every section's a0 must be 1", fn, (long long)s,
+                            sos[6 * s + 3]);
+    return TF_OK;
+}
+
+/* Threads worth starting for `groups` groups of `per_group` units of work. */
+static int64_t tf_sos_min_groups(int64_t per_group) {
+    if (per_group < 1) per_group = 1;
+    int64_t m = TF_SOS_MIN_WORK / per_group;
+    return m < 1 ? 1 : m;
+}
+
+static int tf_sos_filter(const char *fn, int is_f32, const double *sos, int64_t S, const void *x, void *y, int64_t outer,
+                         int64_t n, int64_t inner, const void *zi, void *zf, int nthreads) {
+    int rc = tf_sos_check(fn, sos, S, outer, n, inner);
+    if (rc) return rc;
+    const int kind = tf_sos_kind(is_f32, sos, S);
+    tf_sos_impl impl = tf_sos_pick(kind);
+    tf_sos_job job;
+    memset(&job, 0, sizeof job);
+    tf_sos_layout_init(&job.lo, outer, n, inner, impl.lanes);
+    job.sos = sos;
+    job.S = S;
+    job.x = x;
+    job.y = y;
+    job.zi = zi;
+    job.zf = zf;
+    /* The wavefront takes up to `lanes` sections per pass and stores the signal
+     * between passes in the output's type: not for float32 data in float64
+     * arithmetic, whose intermediate signals stay float64 in the lane kernels. */
+    if (S > 1 && job.lo.nch <= TF_SOS_WAVE_MAX_CHANNELS && (kind != TF_SOS_F32D || S <= impl.lanes))
+        return tf_parallel_for(job.lo.nch, nthreads, tf_sos_min_groups(n * S), impl.wave, &job);
+    int64_t work = n * (S > 0 ? S : 1) * (int64_t)impl.lanes;
+    return tf_parallel_for(job.lo.ngroups, nthreads, tf_sos_min_groups(work), impl.sosfilt, &job);
+}
+
+int tf_signal_sosfilt_f32(const double *sos, int64_t n_sections, const float *x, float *y, int64_t outer, int64_t n,
+                          int64_t inner, const float *zi, float *zf, int nthreads) {
+    return tf_sos_filter("tf_signal_sosfilt_f32", 1, sos, n_sections, x, y, outer, n, inner, zi, zf, nthreads);
+}
+
+int tf_signal_sosfilt_f64(const double *sos, int64_t n_sections, const double *x, double *y, int64_t outer, int64_t n,
+                          int64_t inner, const double *zi, double *zf, int nthreads) {
+    return tf_sos_filter("tf_signal_sosfilt_f64", 0, sos, n_sections, x, y, outer, n, inner, zi, zf, nthreads);
+}
+
+static int tf_sos_backward(const char *fn, int is_f32, const double *sos, int64_t S, const void *x, const void *zi,
+                           const void *gy, const void *gzf, int64_t outer, int64_t n, int64_t inner, double *gsos,
+                           void *gx, void *gzi, int nthreads) {
+    int rc = tf_sos_check(fn, sos, S, outer, n, inner);
+    if (rc) return rc;
+    tf_sos_impl impl = tf_sos_pick(tf_sos_kind(is_f32, sos, S));
+    tf_sos_job job;
+    memset(&job, 0, sizeof job);
+    tf_sos_layout_init(&job.lo, outer, n, inner, impl.lanes);
+    job.sos = sos;
+    job.S = S;
+    job.x = x;
+    job.zi = zi;
+    job.gy = gy;
+    job.gzf = gzf;
+    job.gx = gx;
+    job.gzi = gzi;
+    /* Segments: at least 256 samples, at most 1024 of them per channel. */
+    job.seg = (n + 1023) / 1024;
+    if (job.seg < 256) job.seg = 256;
+    /* Reduction chunks depend on the sizes only, so the sums (and the gradient)
+     * do not depend on the number of threads. */
+    const int64_t ngroups = job.lo.ngroups;
+    job.per_chunk = (ngroups + 1023) / 1024;
+    if (job.per_chunk < 1) job.per_chunk = 1;
+    const int64_t nchunks = ngroups > 0 ? (ngroups + job.per_chunk - 1) / job.per_chunk : 0;
+    job.partial = (double *)calloc((size_t)(nchunks * 5 * S + 1), sizeof(double));
+    if (!job.partial) return tf_error(TF_ENOMEM, "%s: out of memory", fn);
+    int64_t work = 4 * n * (S > 0 ? S : 1) * (int64_t)impl.lanes * job.per_chunk;
+    rc = tf_parallel_for(nchunks, nthreads, tf_sos_min_groups(work), impl.backward, &job);
+    if (rc == TF_OK && gsos) {
+        for (int64_t s = 0; s < S; s++) {
+            double sum[5] = {0, 0, 0, 0, 0};
+            for (int64_t c = 0; c < nchunks; c++)
+                for (int k = 0; k < 5; k++) sum[k] += job.partial[(c * S + s) * 5 + k];
+            const double *r = sos + 6 * s;
+            double *gr = gsos + 6 * s;
+            gr[0] = sum[0];
+            gr[1] = sum[1];
+            gr[2] = sum[2];
+            gr[4] = -sum[3];
+            gr[5] = -sum[4];
+            /* a0 is fixed at 1 by sosfilt; its gradient is the one of the
+             * a0-normalised filter (b / a0, a / a0), as lfilter defines it. */
+            gr[3] = -(r[0] * gr[0] + r[1] * gr[1] + r[2] * gr[2] + r[4] * gr[4] + r[5] * gr[5]);
+        }
+    }
+    free(job.partial);
+    return rc;
+}
+
+int tf_signal_sosfilt_backward_f32(const double *sos, int64_t n_sections, const float *x, const float *zi,
+                                   const float *gy, const float *gzf, int64_t outer, int64_t n, int64_t inner,
+                                   double *gsos, float *gx, float *gzi, int nthreads) {
+    return tf_sos_backward("tf_signal_sosfilt_backward_f32", 1, sos, n_sections, x, zi, gy, gzf, outer, n, inner, gsos,
+                           gx, gzi, nthreads);
+}
+
+int tf_signal_sosfilt_backward_f64(const double *sos, int64_t n_sections, const double *x, const double *zi,
+                                   const double *gy, const double *gzf, int64_t outer, int64_t n, int64_t inner,
+                                   double *gsos, double *gx, double *gzi, int nthreads) {
+    return tf_sos_backward("tf_signal_sosfilt_backward_f64", 0, sos, n_sections, x, zi, gy, gzf, outer, n, inner, gsos,
+                           gx, gzi, nthreads);
+}
+
+static int tf_sos_filtfilt(const char *fn, int is_f32, const double *sos, int64_t S, const double *zi, const void *x,
+                           void *y, int64_t outer, int64_t n, int64_t inner, int padtype, int64_t padlen,
+                           int nthreads) {
+    int rc = tf_sos_check(fn, sos, S, outer, n, inner);
+    if (rc) return rc;
+    if (padtype < TF_SIGNAL_PAD_NONE || padtype > TF_SIGNAL_PAD_CONSTANT)
+        return tf_error(TF_EINVAL, "%s: unknown padtype %d", fn, padtype);
+    if (padtype == TF_SIGNAL_PAD_NONE) padlen = 0;
+    if (padlen < 0) return tf_error(TF_EINVAL, "%s: padlen must be >= 0, got %lld", fn, (long long)padlen);
+    if (n <= padlen)
+        return tf_error(TF_EINVAL, "%s: the signal length (%lld) must be greater than padlen, which is %lld", fn,
+                        (long long)n, (long long)padlen);
+    if (S > 0 && !zi) return tf_error(TF_EINVAL, "%s: zi is NULL", fn);
+    tf_sos_impl impl = tf_sos_pick(tf_sos_kind(is_f32, sos, S));
+    tf_sos_job job;
+    memset(&job, 0, sizeof job);
+    tf_sos_layout_init(&job.lo, outer, n, inner, impl.lanes);
+    job.sos = sos;
+    job.S = S;
+    job.zi = zi;
+    job.x = x;
+    job.y = y;
+    job.edge = padlen;
+    job.padtype = padtype;
+    int64_t work = 2 * (n + 2 * padlen) * (S > 0 ? S : 1) * (int64_t)impl.lanes;
+    return tf_parallel_for(job.lo.ngroups, nthreads, tf_sos_min_groups(work), impl.filtfilt, &job);
+}
+
+int tf_signal_sosfiltfilt_f32(const double *sos, int64_t n_sections, const double *zi, const float *x, float *y,
+                              int64_t outer, int64_t n, int64_t inner, int padtype, int64_t padlen, int nthreads) {
+    return tf_sos_filtfilt("tf_signal_sosfiltfilt_f32", 1, sos, n_sections, zi, x, y, outer, n, inner, padtype, padlen,
+                           nthreads);
+}
+
+int tf_signal_sosfiltfilt_f64(const double *sos, int64_t n_sections, const double *zi, const double *x, double *y,
+                              int64_t outer, int64_t n, int64_t inner, int padtype, int64_t padlen, int nthreads) {
+    return tf_sos_filtfilt("tf_signal_sosfiltfilt_f64", 0, sos, n_sections, zi, x, y, outer, n, inner, padtype, padlen,
+                           nthreads);
+}
+
+int tf_signal_lanes(int element_size) {
+    return tf_sos_pick(element_size == 4 ? TF_SOS_F32 : TF_SOS_F64).lanes;
+}

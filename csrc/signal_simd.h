@@ -1,0 +1,558 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * signal_simd.h — the IIR kernels of signal.c, written once and compiled several
+ * times: once per (I/O element type, compute type, SIMD level). signal.c includes
+ * this file with these macros defined:
+ *
+ *   SFX        suffix of every name defined here (e.g. f32_avx2)
+ *   IO         element type of x, y, zi, zf, gy, gx... (float or double)
+ *   CT         compute type of the recursion (the states live in CT)
+ *   VT         a GCC vector type of NL elements of CT (one channel per lane)
+ *   NL         number of lanes
+ *   ATTR       function attributes (target("avx2,fma")...), may be empty
+ *   IT         a signed integer type as wide as CT (for lane shuffles)
+ *   VFMA(a,b,c) a*b + c on VT (fused where the target has FMA)
+ *   TRANSPOSE_LOAD/STORE (optional) in-register transposes for inner == 1
+ *   WAVE_SHIFT (optional) the wavefront's lane shift
+ *   EXACT      (optional) SciPy's exact operation order (see SOS_STEP)
+ *
+ * All but ATTR are #undef'd at the end of this file.
+ *
+ * Layout (see tensorffi.h): a signal is [outer, n, inner] C-contiguous and filtered
+ * along n; its states are [n_sections, outer, 2, inner]. A "group" is up to NL
+ * channels filtered together, one per lane (struct tf_sos_group in signal.c).
+ * Blocks of samples are moved between memory and a lane-major buffer of VT
+ * (buf[t] holds sample t of every lane), so the recursion runs on whole vectors.
+ */
+
+#define FN(name) TF_SOS_CAT(name, SFX)
+
+typedef IT FN(ivec) __attribute__((vector_size(NL * sizeof(CT))));
+typedef IO FN(iovec) __attribute__((vector_size(NL * sizeof(IO)), aligned(sizeof(IO))));
+
+static inline ATTR VT FN(splat)(CT c) {
+    VT v;
+    for (int l = 0; l < NL; l++) v[l] = c;
+    return v;
+}
+
+/* buf[t] = x[lanes, t0 + t] for t < T (dead lanes read as zero). */
+static ATTR void FN(load)(const IO *x, const tf_sos_group *g, int64_t ts, int64_t t0, int64_t T, VT *buf) {
+    if (g->contiguous) {
+        const IO *p = x + g->base[0] + t0 * ts;
+        for (int64_t t = 0; t < T; t++, p += ts) buf[t] = __builtin_convertvector(*(const FN(iovec) *)p, VT);
+        return;
+    }
+#ifdef TRANSPOSE_LOAD
+    if (ts == 1 && g->nl == NL) {
+        TRANSPOSE_LOAD(x, g, t0, T, buf);
+        return;
+    }
+#endif
+    CT *b = (CT *)buf;
+    for (int l = 0; l < NL; l++) {
+        if (l < g->nl) {
+            const IO *p = x + g->base[l] + t0 * ts;
+            for (int64_t t = 0; t < T; t++) b[t * NL + l] = (CT)p[t * ts];
+        } else {
+            for (int64_t t = 0; t < T; t++) b[t * NL + l] = 0;
+        }
+    }
+}
+
+/* y[lanes, t0 + t] = buf[t] for t < T (dead lanes are not written). */
+static ATTR void FN(store)(IO *y, const tf_sos_group *g, int64_t ts, int64_t t0, int64_t T, const VT *buf) {
+    if (g->contiguous) {
+        IO *p = y + g->base[0] + t0 * ts;
+        for (int64_t t = 0; t < T; t++, p += ts) *(FN(iovec) *)p = __builtin_convertvector(buf[t], FN(iovec));
+        return;
+    }
+#ifdef TRANSPOSE_STORE
+    if (ts == 1 && g->nl == NL) {
+        TRANSPOSE_STORE(y, g, t0, T, buf);
+        return;
+    }
+#endif
+    const CT *b = (const CT *)buf;
+    for (int l = 0; l < g->nl; l++) {
+        IO *p = y + g->base[l] + t0 * ts;
+        for (int64_t t = 0; t < T; t++) p[t * ts] = (IO)b[t * NL + l];
+    }
+}
+
+/* z[2 s + k] = zi[s, lane, k] (zeros where zi is NULL or the lane is dead). */
+static ATTR void FN(state_load)(const IO *zi, const tf_sos_group *g, int64_t sstride, int64_t inner, int64_t S, VT *z) {
+    for (int64_t s = 0; s < S; s++)
+        for (int k = 0; k < 2; k++) {
+            VT v = FN(splat)(0);
+            if (zi)
+                for (int l = 0; l < g->nl; l++) v[l] = (CT)zi[s * sstride + k * inner + g->zoff[l]];
+            z[2 * s + k] = v;
+        }
+}
+
+static ATTR void FN(state_store)(IO *zf, const tf_sos_group *g, int64_t sstride, int64_t inner, int64_t S, const VT *z) {
+    if (!zf) return;
+    for (int64_t s = 0; s < S; s++)
+        for (int k = 0; k < 2; k++)
+            for (int l = 0; l < g->nl; l++) zf[s * sstride + k * inner + g->zoff[l]] = (IO)z[2 * s + k][l];
+}
+
+/* cf[NCF s + k] = (b0, b1, b2, -a1, -a2, b1 - a1 b0, b2 - a2 b0) of section s,
+ * broadcast to every lane. */
+static ATTR void FN(coefs)(const double *sos, int64_t S, VT *cf) {
+    for (int64_t s = 0; s < S; s++) {
+        const double *r = sos + 6 * s;
+        VT *c = cf + NCF * s;
+        c[0] = FN(splat)((CT)r[0]);
+        c[1] = FN(splat)((CT)r[1]);
+        c[2] = FN(splat)((CT)r[2]);
+        c[3] = FN(splat)((CT)-r[4]);
+        c[4] = FN(splat)((CT)-r[5]);
+        c[5] = FN(splat)((CT)(r[1] - r[4] * r[0]));
+        c[6] = FN(splat)((CT)(r[2] - r[5] * r[0]));
+    }
+}
+
+/* One section, one sample: v -> y, states (z0, z1) updated. With EXACT defined
+ * (the float64 kernels) it is SciPy's direct form II transposed operation for
+ * operation, unfused:  y = b0 x + z0;  z0 = (b1 x - a1 y) + z1;  z1 = b2 x - a2 y,
+ * so float64 results are bitwise those of scipy.signal.sosfilt. Otherwise (the
+ * float32 kernels) it is the state-space form of the same recursion, fused:
+ *   y = b0 x + z0;  z0' = -a1 z0 + (b1 - a1 b0) x + z1;  z1' = -a2 z0 + (b2 - a2 b0) x,
+ * whose loop-carried dependency is one FMA instead of four operations, and which
+ * avoids the cancellation between b1 x and a1 y of high-pass sections. */
+#ifdef EXACT
+#define SOS_STEP(v, y, b0, b1, b2, n1, n2, c1, c2, z0, z1) \
+    do {                                                  \
+        (y) = (b0) * (v) + (z0);                          \
+        (z0) = ((b1) * (v) + (n1) * (y)) + (z1);          \
+        (z1) = (b2) * (v) + (n2) * (y);                   \
+        (void)(c1), (void)(c2);                           \
+    } while (0)
+#else
+#define SOS_STEP(v, y, b0, b1, b2, n1, n2, c1, c2, z0, z1)  \
+    do {                                                    \
+        (y) = VFMA((b0), (v), (z0));                        \
+        VT nz0_ = VFMA((n1), (z0), VFMA((c1), (v), (z1)));  \
+        (z1) = VFMA((n2), (z0), (c2) * (v));                \
+        (z0) = nz0_;                                        \
+        (void)(b1), (void)(b2);                             \
+    } while (0)
+#endif
+
+/* Up to four sections over T samples of buf, in place, sample by sample (so the
+ * out-of-order core overlaps the sections' recursions). `S` and `rev` are
+ * constants after inlining: the states stay in registers. */
+static inline __attribute__((always_inline)) ATTR void FN(run_k)(VT *buf, int64_t T, const VT *cf, VT *z, const int S,
+                                                                 const int rev) {
+    VT b0[4], b1[4], b2[4], c1[4], c2[4], n1[4], n2[4], z0[4], z1[4];
+    for (int s = 0; s < S; s++) {
+        b0[s] = cf[NCF * s];
+        b1[s] = cf[NCF * s + 1];
+        b2[s] = cf[NCF * s + 2];
+        n1[s] = cf[NCF * s + 3];
+        n2[s] = cf[NCF * s + 4];
+        c1[s] = cf[NCF * s + 5];
+        c2[s] = cf[NCF * s + 6];
+        z0[s] = z[2 * s];
+        z1[s] = z[2 * s + 1];
+    }
+    for (int64_t k = 0; k < T; k++) {
+        const int64_t t = rev ? T - 1 - k : k;
+        VT v = buf[t];
+        for (int s = 0; s < S; s++) {
+            VT y;
+            SOS_STEP(v, y, b0[s], b1[s], b2[s], n1[s], n2[s], c1[s], c2[s], z0[s], z1[s]);
+            v = y;
+        }
+        buf[t] = v;
+    }
+    for (int s = 0; s < S; s++) {
+        z[2 * s] = z0[s];
+        z[2 * s + 1] = z1[s];
+    }
+}
+
+/* All S sections over buf[0..T), forward in time (rev = 0) or backward (rev = 1). */
+static ATTR void FN(run)(VT *buf, int64_t T, const VT *cf, VT *z, int64_t S, int rev) {
+    for (int64_t s0 = 0; s0 < S; s0 += 4) {
+        int64_t k = S - s0 < 4 ? S - s0 : 4;
+        const VT *c = cf + NCF * s0;
+        VT *zz = z + 2 * s0;
+        if (rev) {
+            switch (k) {
+            case 1: FN(run_k)(buf, T, c, zz, 1, 1); break;
+            case 2: FN(run_k)(buf, T, c, zz, 2, 1); break;
+            case 3: FN(run_k)(buf, T, c, zz, 3, 1); break;
+            default: FN(run_k)(buf, T, c, zz, 4, 1); break;
+            }
+        } else {
+            switch (k) {
+            case 1: FN(run_k)(buf, T, c, zz, 1, 0); break;
+            case 2: FN(run_k)(buf, T, c, zz, 2, 0); break;
+            case 3: FN(run_k)(buf, T, c, zz, 3, 0); break;
+            default: FN(run_k)(buf, T, c, zz, 4, 0); break;
+            }
+        }
+    }
+}
+
+/* Forward over sig[0..T) keeping every section's output: sig[(s + 1) cap + t] is
+ * the output of section s (the input of section s + 1). */
+static inline __attribute__((always_inline)) ATTR void FN(keep_k)(VT *sig, int64_t cap, int64_t T, const VT *cf, VT *z,
+                                                                  const int S) {
+    VT b0[4], b1[4], b2[4], c1[4], c2[4], n1[4], n2[4], z0[4], z1[4];
+    for (int s = 0; s < S; s++) {
+        b0[s] = cf[NCF * s];
+        b1[s] = cf[NCF * s + 1];
+        b2[s] = cf[NCF * s + 2];
+        n1[s] = cf[NCF * s + 3];
+        n2[s] = cf[NCF * s + 4];
+        c1[s] = cf[NCF * s + 5];
+        c2[s] = cf[NCF * s + 6];
+        z0[s] = z[2 * s];
+        z1[s] = z[2 * s + 1];
+    }
+    for (int64_t t = 0; t < T; t++) {
+        VT v = sig[t];
+        for (int s = 0; s < S; s++) {
+            VT y;
+            SOS_STEP(v, y, b0[s], b1[s], b2[s], n1[s], n2[s], c1[s], c2[s], z0[s], z1[s]);
+            sig[(s + 1) * cap + t] = y;
+            v = y;
+        }
+    }
+    for (int s = 0; s < S; s++) {
+        z[2 * s] = z0[s];
+        z[2 * s + 1] = z1[s];
+    }
+}
+
+static ATTR void FN(keep)(VT *sig, int64_t cap, int64_t T, const VT *cf, VT *z, int64_t S) {
+    for (int64_t s0 = 0; s0 < S; s0 += 4) {
+        int64_t k = S - s0 < 4 ? S - s0 : 4;
+        VT *sg = sig + s0 * cap;
+        const VT *c = cf + NCF * s0;
+        VT *zz = z + 2 * s0;
+        switch (k) {
+        case 1: FN(keep_k)(sg, cap, T, c, zz, 1); break;
+        case 2: FN(keep_k)(sg, cap, T, c, zz, 2); break;
+        case 3: FN(keep_k)(sg, cap, T, c, zz, 3); break;
+        default: FN(keep_k)(sg, cap, T, c, zz, 4); break;
+        }
+    }
+}
+
+/* The adjoint of one section over a segment, backward in time. On entry g[t] is
+ * dL/dy_t of the section's output, mu = (mu_{T}, mu_{T+1}) carried from the next
+ * segment (or dL/dzf); on return g[t] = dL/dx_t and mu = (mu_0, mu_1), where
+ *   mu_t = g_t - a1 mu_{t+1} - a2 mu_{t+2},   dL/dx_t = b0 mu_t + b1 mu_{t+1} + b2 mu_{t+2}.
+ * acc += (sum mu_t x_t, sum mu_{t+1} x_t, sum mu_{t+2} x_t, sum mu_{t+1} y_t,
+ * sum mu_{t+2} y_t): the gradients of b0, b1, b2, -a1, -a2. */
+static ATTR void FN(adjoint)(VT *g, const VT *xs, const VT *ys, int64_t T, const VT *cf, VT *mu, VT *acc) {
+    const VT b0 = cf[0], b1 = cf[1], b2 = cf[2], n1 = cf[3], n2 = cf[4];
+    VT m1 = mu[0], m2 = mu[1];
+    VT A0 = FN(splat)(0), A1 = A0, A2 = A0, A3 = A0, A4 = A0;
+    for (int64_t t = T - 1; t >= 0; t--) {
+        const VT xv = xs[t], yv = ys[t];
+        const VT m = VFMA(n1, m1, VFMA(n2, m2, g[t]));
+        g[t] = VFMA(b0, m, VFMA(b1, m1, b2 * m2));
+        A0 = VFMA(m, xv, A0);
+        A1 = VFMA(m1, xv, A1);
+        A2 = VFMA(m2, xv, A2);
+        A3 = VFMA(m1, yv, A3);
+        A4 = VFMA(m2, yv, A4);
+        m2 = m1;
+        m1 = m;
+    }
+    mu[0] = m1;
+    mu[1] = m2;
+    acc[0] += A0;
+    acc[1] += A1;
+    acc[2] += A2;
+    acc[3] += A3;
+    acc[4] += A4;
+}
+
+/* ---- sosfilt ------------------------------------------------------------- */
+
+static ATTR int FN(sosfilt_range)(void *vctx, int64_t g0, int64_t g1) {
+    const tf_sos_job *job = (const tf_sos_job *)vctx;
+    const int64_t S = job->S, n = job->lo.n, inner = job->lo.inner, sstride = job->lo.outer * 2 * inner;
+    /* Groups whose lanes are adjacent in memory are filtered a batch at a time,
+     * block by block, so each block of a row is read from memory once. */
+    const int64_t batch = job->lo.by_row ? TF_SOS_BATCH : 1;
+    const int64_t blk = job->lo.by_row ? TF_SOS_BLOCK_ADJACENT : TF_SOS_BLOCK_ROWS;
+    VT *mem = (VT *)tf_sos_alloc((size_t)(NCF * S + batch * 2 * S + TF_SOS_BLOCK_MAX) * sizeof(VT));
+    if (!mem) return tf_error(TF_ENOMEM, "sosfilt: out of memory");
+    VT *cf = mem, *z = cf + NCF * S, *buf = z + batch * 2 * S;
+    FN(coefs)(job->sos, S, cf);
+    tf_sos_group g[TF_SOS_BATCH];
+    for (int64_t gb = g0; gb < g1; gb += batch) {
+        const int64_t nb = g1 - gb < batch ? g1 - gb : batch;
+        for (int64_t b = 0; b < nb; b++) {
+            tf_sos_group_init(&job->lo, gb + b, NL, &g[b]);
+            FN(state_load)((const IO *)job->zi, &g[b], sstride, inner, S, z + b * 2 * S);
+        }
+        for (int64_t t0 = 0; t0 < n; t0 += blk) {
+            int64_t T = n - t0 < blk ? n - t0 : blk;
+            for (int64_t b = 0; b < nb; b++) {
+                FN(load)((const IO *)job->x, &g[b], inner, t0, T, buf);
+                FN(run)(buf, T, cf, z + b * 2 * S, S, 0);
+                FN(store)((IO *)job->y, &g[b], inner, t0, T, buf);
+            }
+        }
+        for (int64_t b = 0; b < nb; b++) FN(state_store)((IO *)job->zf, &g[b], sstride, inner, S, z + b * 2 * S);
+    }
+    free(mem);
+    return TF_OK;
+}
+
+/* ---- one channel: the sections spread over the lanes ---------------------- */
+
+/* A lone channel leaves the lanes of the kernels above empty, so it is filtered
+ * as a wavefront instead: lane l runs section s0 + l, and at step k it filters
+ * sample k - 2 l, taking its input from lane l - 1's output two steps before (a
+ * skew of two steps lets two samples travel through the vector at once). A pass
+ * takes up to NL sections; lanes beyond them run the identity section (exact),
+ * so the output always leaves from the last lane, 2 (NL - 1) steps after its
+ * input came in. y may equal x (outputs trail inputs). Same arithmetic as the
+ * lane kernels (SOS_STEP), so a channel's result does not depend on its batch. */
+static inline __attribute__((always_inline)) ATTR VT FN(wave_in)(VT prev, CT xk) {
+#ifdef WAVE_SHIFT
+    return WAVE_SHIFT(prev, xk);
+#else
+    FN(ivec) shift;
+    for (int l = 0; l < NL; l++) shift[l] = l == 0 ? NL : l - 1;
+    return __builtin_shuffle(prev, FN(splat)(xk), shift);
+#endif
+}
+
+static ATTR void FN(wave_pass)(const IO *x, IO *y, int64_t ts, int64_t n, const double *sos, int64_t P, CT *zs) {
+    VT b0 = FN(splat)(1), b1 = FN(splat)(0), b2 = b1, c1 = b1, c2 = b1, n1 = b1, n2 = b1, z0 = b1, z1 = b1;
+    VT prev1 = b1, prev2 = b1;
+    for (int l = 0; l < P; l++) {
+        const double *r = sos + 6 * l;
+        b0[l] = (CT)r[0];
+        b1[l] = (CT)r[1];
+        b2[l] = (CT)r[2];
+        c1[l] = (CT)(r[1] - r[4] * r[0]);
+        c2[l] = (CT)(r[2] - r[5] * r[0]);
+        n1[l] = (CT)-r[4];
+        n2[l] = (CT)-r[5];
+        z0[l] = zs[2 * l];
+        z1[l] = zs[2 * l + 1];
+    }
+    const int64_t lag = 2 * (NL - 1), steps = n + lag;
+    const int64_t head = lag < n ? lag : n; /* steps [0, head): the wavefront fills */
+    int64_t k = 0;
+    /* Filling (k < lag) and draining (k >= n): lanes without a sample keep their state. */
+    for (; k < head; k++) {
+        VT v = FN(wave_in)(prev2, (CT)x[k * ts]);
+        VT yv, nz0 = z0, nz1 = z1;
+        SOS_STEP(v, yv, b0, b1, b2, n1, n2, c1, c2, nz0, nz1);
+        for (int l = 0; l < NL; l++)
+            if (2 * l <= k) {
+                z0[l] = nz0[l];
+                z1[l] = nz1[l];
+            }
+        prev2 = prev1;
+        prev1 = yv;
+    }
+    const IO *xp = x + k * ts;
+    IO *yp = y;
+    for (; k < n; k++, xp += ts, yp += ts) {
+        VT v = FN(wave_in)(prev2, (CT)*xp);
+        VT yv;
+        SOS_STEP(v, yv, b0, b1, b2, n1, n2, c1, c2, z0, z1);
+        prev2 = prev1;
+        prev1 = yv;
+        *yp = (IO)yv[NL - 1];
+    }
+    for (; k < steps; k++) {
+        VT v = FN(wave_in)(prev2, 0);
+        VT yv, nz0 = z0, nz1 = z1;
+        SOS_STEP(v, yv, b0, b1, b2, n1, n2, c1, c2, nz0, nz1);
+        for (int l = 0; l < NL; l++)
+            if (2 * l <= k && k - 2 * l < n) {
+                z0[l] = nz0[l];
+                z1[l] = nz1[l];
+            }
+        prev2 = prev1;
+        prev1 = yv;
+        if (k >= lag) y[(k - lag) * ts] = (IO)yv[NL - 1];
+    }
+    for (int l = 0; l < P; l++) {
+        zs[2 * l] = z0[l];
+        zs[2 * l + 1] = z1[l];
+    }
+}
+
+static ATTR int FN(wave_range)(void *vctx, int64_t c0, int64_t c1) {
+    const tf_sos_job *job = (const tf_sos_job *)vctx;
+    const int64_t S = job->S, n = job->lo.n, inner = job->lo.inner, sstride = job->lo.outer * 2 * inner;
+    CT zs[2 * NL];
+    for (int64_t c = c0; c < c1; c++) {
+        const int64_t o = c / inner, i = c % inner, base = o * n * inner + i, zoff = o * 2 * inner + i;
+        const IO *src = (const IO *)job->x + base;
+        IO *dst = (IO *)job->y + base;
+        for (int64_t s0 = 0; s0 < S; s0 += NL) {
+            const int64_t P = S - s0 < NL ? S - s0 : NL;
+            for (int64_t l = 0; l < P; l++)
+                for (int k = 0; k < 2; k++)
+                    zs[2 * l + k] = job->zi ? (CT)((const IO *)job->zi)[(s0 + l) * sstride + k * inner + zoff] : 0;
+            FN(wave_pass)(src, dst, inner, n, job->sos + 6 * s0, P, zs);
+            if (job->zf)
+                for (int64_t l = 0; l < P; l++)
+                    for (int k = 0; k < 2; k++) ((IO *)job->zf)[(s0 + l) * sstride + k * inner + zoff] = (IO)zs[2 * l + k];
+            src = dst; /* later passes filter y in place */
+        }
+    }
+    return TF_OK;
+}
+
+/* ---- sosfilt backward ---------------------------------------------------- */
+
+static ATTR int FN(backward_range)(void *vctx, int64_t c0, int64_t c1) {
+    const tf_sos_job *job = (const tf_sos_job *)vctx;
+    const int64_t S = job->S, n = job->lo.n, inner = job->lo.inner, sstride = job->lo.outer * 2 * inner;
+    const int64_t cap = job->seg, nseg = n > 0 ? (n + cap - 1) / cap : 0;
+    size_t count = (size_t)(NCF * S + 2 * S + 2 * S + 5 * S + nseg * 2 * S + (S + 2) * cap);
+    VT *mem = (VT *)tf_sos_alloc(count * sizeof(VT));
+    double *accd = (double *)malloc((size_t)(5 * S * NL + 1) * sizeof(double));
+    if (!mem || !accd) {
+        free(mem);
+        free(accd);
+        return tf_error(TF_ENOMEM, "sosfilt backward: out of memory");
+    }
+    VT *cf = mem, *z = cf + NCF * S, *mu = z + 2 * S, *acc = mu + 2 * S, *ckpt = acc + 5 * S;
+    VT *sig = ckpt + nseg * 2 * S, *gbuf = sig + (S + 1) * cap;
+    FN(coefs)(job->sos, S, cf);
+    tf_sos_group g;
+    for (int64_t c = c0; c < c1; c++) {
+        double *part = job->partial + c * 5 * S;
+        int64_t gend = (c + 1) * job->per_chunk < job->lo.ngroups ? (c + 1) * job->per_chunk : job->lo.ngroups;
+        for (int64_t gi = c * job->per_chunk; gi < gend; gi++) {
+            tf_sos_group_init(&job->lo, gi, NL, &g);
+            /* Pass 1: run forward from zi, keeping the states at segment starts. */
+            FN(state_load)((const IO *)job->zi, &g, sstride, inner, S, z);
+            for (int64_t j = 0; j < nseg; j++) {
+                int64_t t0 = j * cap, T = n - t0 < cap ? n - t0 : cap;
+                memcpy(ckpt + j * 2 * S, z, (size_t)(2 * S) * sizeof(VT));
+                FN(load)((const IO *)job->x, &g, inner, t0, T, sig);
+                FN(run)(sig, T, cf, z, S, 0);
+            }
+            /* Pass 2: segments from the last, each recomputed with every section's
+             * input kept, then the adjoint of the sections from the last. */
+            FN(state_load)((const IO *)job->gzf, &g, sstride, inner, S, mu);
+            for (int64_t k = 0; k < 5 * S; k++) acc[k] = FN(splat)(0);
+            for (int64_t k = 0; k < 5 * S * NL; k++) accd[k] = 0.0;
+            for (int64_t j = nseg - 1; j >= 0; j--) {
+                int64_t t0 = j * cap, T = n - t0 < cap ? n - t0 : cap;
+                memcpy(z, ckpt + j * 2 * S, (size_t)(2 * S) * sizeof(VT));
+                FN(load)((const IO *)job->x, &g, inner, t0, T, sig);
+                FN(keep)(sig, cap, T, cf, z, S);
+                FN(load)((const IO *)job->gy, &g, inner, t0, T, gbuf);
+                for (int64_t s = S - 1; s >= 0; s--)
+                    FN(adjoint)(gbuf, sig + s * cap, sig + (s + 1) * cap, T, cf + NCF * s, mu + 2 * s, acc + 5 * s);
+                FN(store)((IO *)job->gx, &g, inner, t0, T, gbuf);
+                for (int64_t k = 0; k < 5 * S; k++) {
+                    for (int l = 0; l < NL; l++) accd[k * NL + l] += (double)acc[k][l];
+                    acc[k] = FN(splat)(0);
+                }
+            }
+            FN(state_store)((IO *)job->gzi, &g, sstride, inner, S, mu);
+            for (int64_t k = 0; k < 5 * S; k++)
+                for (int l = 0; l < g.nl; l++) part[k] += accd[k * NL + l];
+        }
+    }
+    free(accd);
+    free(mem);
+    return TF_OK;
+}
+
+/* ---- sosfiltfilt --------------------------------------------------------- */
+
+/* pad[i] = ext(x[lanes, from + E - 1 - i]) for i < E: the reflected samples of an
+ * edge, in the order the filter meets them (`edge` is x at the boundary). */
+static ATTR void FN(make_pad)(const IO *x, const tf_sos_group *g, int64_t ts, int64_t from, int64_t E, int padtype,
+                              VT edge, VT *pad) {
+    FN(load)(x, g, ts, from, E, pad);
+    for (int64_t i = 0, j = E - 1; i < j; i++, j--) {
+        VT tmp = pad[i];
+        pad[i] = pad[j];
+        pad[j] = tmp;
+    }
+    if (padtype == TF_SIGNAL_PAD_ODD) {
+        VT two = edge + edge;
+        for (int64_t i = 0; i < E; i++) pad[i] = two - pad[i];
+    } else if (padtype == TF_SIGNAL_PAD_CONSTANT) {
+        for (int64_t i = 0; i < E; i++) pad[i] = edge;
+    }
+}
+
+static ATTR int FN(filtfilt_range)(void *vctx, int64_t g0, int64_t g1) {
+    const tf_sos_job *job = (const tf_sos_job *)vctx;
+    const int64_t S = job->S, n = job->lo.n, inner = job->lo.inner, E = job->edge;
+    const IO *x = (const IO *)job->x;
+    IO *y = (IO *)job->y;
+    const int64_t blk = job->lo.by_row ? TF_SOS_BLOCK_ADJACENT : TF_SOS_BLOCK_ROWS;
+    VT *mem = (VT *)tf_sos_alloc((size_t)(NCF * S + 2 * S + 2 * S + TF_SOS_BLOCK_MAX + E + 1) * sizeof(VT));
+    if (!mem) return tf_error(TF_ENOMEM, "sosfiltfilt: out of memory");
+    VT *cf = mem, *zss = cf + NCF * S, *z = zss + 2 * S, *buf = z + 2 * S, *pad = buf + TF_SOS_BLOCK_MAX;
+    FN(coefs)(job->sos, S, cf);
+    for (int64_t k = 0; k < 2 * S; k++) zss[k] = FN(splat)((CT)((const double *)job->zi)[k]);
+    const int64_t nblk = (n + blk - 1) / blk;
+    tf_sos_group g;
+    for (int64_t gi = g0; gi < g1; gi++) {
+        tf_sos_group_init(&job->lo, gi, NL, &g);
+        VT first, last, start;
+        FN(load)(x, &g, inner, 0, 1, &first);
+        FN(load)(x, &g, inner, n - 1, 1, &last);
+        /* forward over [left pad, x, right pad], from the steady state of ext[0] */
+        if (E > 0) FN(make_pad)(x, &g, inner, 1, E, job->padtype, first, pad);
+        start = E > 0 ? pad[0] : first;
+        for (int64_t k = 0; k < 2 * S; k++) z[k] = zss[k] * start;
+        if (E > 0) FN(run)(pad, E, cf, z, S, 0);
+        VT yend = first;
+        for (int64_t b = 0; b < nblk; b++) {
+            int64_t t0 = b * blk, T = n - t0 < blk ? n - t0 : blk;
+            FN(load)(x, &g, inner, t0, T, buf);
+            FN(run)(buf, T, cf, z, S, 0);
+            FN(store)(y, &g, inner, t0, T, buf);
+            yend = buf[T - 1];
+        }
+        if (E > 0) {
+            FN(make_pad)(x, &g, inner, n - 1 - E, E, job->padtype, last, pad);
+            FN(run)(pad, E, cf, z, S, 0);
+            yend = pad[E - 1];
+        }
+        /* backward, from the steady state of the forward output's last sample */
+        for (int64_t k = 0; k < 2 * S; k++) z[k] = zss[k] * yend;
+        if (E > 0) FN(run)(pad, E, cf, z, S, 1);
+        for (int64_t b = nblk - 1; b >= 0; b--) {
+            int64_t t0 = b * blk, T = n - t0 < blk ? n - t0 : blk;
+            FN(load)(y, &g, inner, t0, T, buf);
+            FN(run)(buf, T, cf, z, S, 1);
+            FN(store)(y, &g, inner, t0, T, buf);
+        }
+    }
+    free(mem);
+    return TF_OK;
+}
+
+#undef FN
+/* The parameters of this instantiation (ATTR stays: it is shared by a SIMD level). */
+#undef SFX
+#undef IO
+#undef CT
+#undef VT
+#undef NL
+#undef IT
+#undef VFMA
+#undef TRANSPOSE_LOAD
+#undef TRANSPOSE_STORE
+#undef WAVE_SHIFT
+#undef EXACT
+#undef SOS_STEP
