@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Benchmark: tensorffi.signal against scipy.signal, measured in the same run.
 
-    python benchmarks/signal.py            # full run (~1 min)
-    python benchmarks/signal.py --quick    # a few repetitions (~15 s)
+    python benchmarks/sosfilt.py            # full run (~1 min)
+    python benchmarks/sosfilt.py --quick    # a few repetitions (~15 s)
 
 Prints a Markdown table of median throughputs (Msamples/s) and their ratios, and
 the machine facts. SciPy gets the same data in the same dtype (its sos cast to
@@ -14,9 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
-# This file is named like the standard library's `signal` module, which other
-# modules import: take its folder off sys.path before importing anything else,
-# and put the repository root (its tensorffi) first.
+# Run from a checkout: the repository root (its tensorffi) first on the import path.
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 sys.path.insert(0, os.path.dirname(_HERE))

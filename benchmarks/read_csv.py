@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Numeric CSV -> contiguous float32 tensor: tensorffi.io.read_csv against its peers.
 
-    python benchmarks/csv.py            # 1,000,000 rows x 8 columns (~80 MB), 5 repeats
-    python benchmarks/csv.py --quick    # 200,000 rows, 3 repeats
+    python benchmarks/read_csv.py            # 1,000,000 rows x 8 columns (~80 MB), 5 repeats
+    python benchmarks/read_csv.py --quick    # 200,000 rows, 3 repeats
 
 The file is generated once (benchmarks/_work/, ignored by git) and read once before
 timing, so the page cache is warm. Every method ends with a C-contiguous float32
@@ -19,8 +19,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# This file is named csv.py: drop its folder from the import path, or `import csv`
-# (in pandas, for one) would import this script instead of the standard library.
+# Run from a checkout: the repository root (its tensorffi) first on the import path.
 HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
