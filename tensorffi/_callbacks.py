@@ -17,7 +17,27 @@ from ._lib import ffi, lib
 ProgressArg = "bool | Callable[[int, int], object] | None"
 
 
-@ffi.def_extern()
+def _progress_failed(exc_type: Any, exc: BaseException, tb: Any) -> int:
+    """An exception that escaped tf_py_progress, outside CallbackScope.report's guard.
+
+    Python runs a pending signal handler at the first bytecode of the callback, so
+    Ctrl-C's KeyboardInterrupt (or any handler's exception) is raised there, before
+    report() is entered. cffi would print and drop it and C would go on; instead it
+    is stored on the scope (found through the callback frame's ``handle`` argument)
+    and C is asked to stop, exactly as for an exception raised while reporting.
+    """
+    while tb is not None:
+        handle = tb.tb_frame.f_locals.get("handle") if tb.tb_frame.f_code is tf_py_progress.__code__ else None
+        if handle is not None:
+            scope = ffi.from_handle(handle)
+            if scope.error is None:
+                scope.error = exc
+            return 1
+        tb = tb.tb_next
+    return 1
+
+
+@ffi.def_extern(onerror=_progress_failed)
 def tf_py_progress(handle: Any, done: int, total: int) -> int:
     scope: CallbackScope = ffi.from_handle(handle)
     return scope.report(done, total)
