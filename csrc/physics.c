@@ -1,0 +1,494 @@
+/* SPDX-License-Identifier: MIT */
+/* physics.c — batched n-body integration (softened gravity), energy and momentum.
+ *
+ * One call advances b independent systems by many steps. The state is AoS as the user
+ * holds it ([b][n][3]); every step the positions are also written to a padded SoA copy
+ * that the force kernel reads (double-buffered, so one barrier per step suffices).
+ *
+ * Threads: either whole systems per thread ("systems" mode: no synchronisation at all)
+ * or, for few large systems, the bodies of each system split in blocks ("shared" mode:
+ * one spin barrier per step). The threads are started once per call, never per step.
+ * Progress and cancellation: only the calling thread (thread 0) calls the callback;
+ * in shared mode it publishes "stop after step k" before the barrier of step k, so
+ * every thread leaves the loop after the same step.
+ *
+ * Force kernels: AVX2+FMA and AVX-512 versions (physics_simd.h, chosen at run time
+ * by tf_simd_level()) and a portable one. The float kernels use the hardware
+ * reciprocal square root with one Newton step (relative error ~1e-7).
+ */
+#define _GNU_SOURCE
+#define TF_INTERNAL
+#include "tensorffi.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define TF_PHYS_X86 1
+#include <immintrin.h>
+#else
+#define TF_PHYS_X86 0
+#endif
+
+#define TF_PHYS_STR2(x) #x
+#define TF_PHYS_STR(x) TF_PHYS_STR2(x)
+
+/* Padding of the SoA arrays and the unit of the body split: the largest block of any
+ * kernel (32 floats, AVX-512), so that thread boundaries never cut a block. */
+#define TF_PHYS_PAD 32
+#define TF_PHYS_MAX_THREADS 256
+/* A thread is worth starting for this many pair interactions in the whole call... */
+#define TF_PHYS_MIN_WORK 200000.0
+/* ...and, when bodies are split, for this many per thread and step (a barrier costs
+ * a few microseconds). */
+#define TF_PHYS_MIN_STEP_WORK 40000.0
+/* Seconds between progress reports (and Ctrl-C checks). */
+#define TF_PHYS_REPORT_S 0.1
+
+/* ======================================================================== */
+/* Threads, barrier, progress                                               */
+/* ======================================================================== */
+
+typedef struct {
+    _Atomic int64_t steps; /* steps completed by one thread */
+    char pad[64 - sizeof(int64_t)];
+} tf_phys_slot;
+
+typedef struct {
+    int shared, threads;
+    _Atomic int barrier_count, barrier_sense;
+    _Atomic int go;             /* 0: wait, 1: run, -1: abort (threads could not be started) */
+    _Atomic int64_t stop_after; /* -1, or the step after which every thread stops */
+    tf_phys_slot *done;
+    int (*fn)(void *, int64_t, int64_t);
+    void *handle;
+    int64_t total, stopped_at;
+    double next_report;
+    int interrupted;
+} tf_phys_control;
+
+typedef struct {
+    int threads, shared;
+    int64_t blocks;
+} tf_phys_plan;
+
+static double tf_phys_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void tf_phys_pause(unsigned *spins) {
+    if (++*spins < 4000) {
+#if TF_PHYS_X86
+        __builtin_ia32_pause();
+#endif
+    } else {
+        sched_yield();
+    }
+}
+
+/* Sense-reversing barrier; spins, then yields (the machine may be oversubscribed). */
+static void tf_phys_barrier(tf_phys_control *c, int *sense) {
+    const int s = !*sense;
+    *sense = s;
+    if (atomic_fetch_add_explicit(&c->barrier_count, 1, memory_order_acq_rel) == c->threads - 1) {
+        atomic_store_explicit(&c->barrier_count, 0, memory_order_relaxed);
+        atomic_store_explicit(&c->barrier_sense, s, memory_order_release);
+    } else {
+        unsigned spins = 0;
+        while (atomic_load_explicit(&c->barrier_sense, memory_order_acquire) != s) tf_phys_pause(&spins);
+    }
+}
+
+static int tf_phys_wait_go(tf_phys_control *c) {
+    unsigned spins = 0;
+    int g;
+    while ((g = atomic_load_explicit(&c->go, memory_order_acquire)) == 0) tf_phys_pause(&spins);
+    return g > 0;
+}
+
+static int64_t tf_phys_min_done(tf_phys_control *c) {
+    int64_t m = INT64_MAX;
+    for (int t = 0; t < c->threads; t++) {
+        int64_t d = atomic_load_explicit(&c->done[t].steps, memory_order_relaxed);
+        if (d < m) m = d;
+    }
+    return m;
+}
+
+/* Called by thread 0 only. On a stop request, every thread stops after step
+ * `stop_at` (shared mode) or after its current step (systems mode). */
+static void tf_phys_report(tf_phys_control *c, int64_t stop_at, int force) {
+    if (!c->fn || c->interrupted) return;
+    double now = tf_phys_now();
+    if (!force && now < c->next_report) return;
+    c->next_report = now + TF_PHYS_REPORT_S;
+    if (c->fn(c->handle, tf_phys_min_done(c), c->total) != 0) {
+        c->interrupted = 1;
+        atomic_store_explicit(&c->stop_after, stop_at, memory_order_release);
+    }
+}
+
+static tf_phys_plan tf_phys_make_plan(int64_t b, int64_t n, int64_t steps, int nthreads) {
+    tf_phys_plan p = {1, 0, (n + TF_PHYS_PAD - 1) / TF_PHYS_PAD};
+    if (nthreads > TF_PHYS_MAX_THREADS) nthreads = TF_PHYS_MAX_THREADS;
+    int64_t t = nthreads < 1 ? 1 : nthreads;
+    double work = (double)b * (double)n * (double)n * ((double)steps + 1.0);
+    if (work / TF_PHYS_MIN_WORK < (double)t) t = (int64_t)(work / TF_PHYS_MIN_WORK);
+    if (t <= 1) return p;
+    int shared_ok = p.blocks >= t && (double)n * (double)n / (double)t >= TF_PHYS_MIN_STEP_WORK;
+    if (b >= t && (b % t == 0 || b >= 4 * t || !shared_ok)) {
+        p.threads = (int)t;
+    } else if (shared_ok) {
+        p.threads = (int)t;
+        p.shared = 1;
+    } else {
+        p.threads = (int)(b < t ? b : t);
+    }
+    return p;
+}
+
+static void tf_phys_split(const tf_phys_plan *p, int64_t b, int64_t n, int t, int64_t *b0, int64_t *b1,
+                          int64_t *i0, int64_t *i1) {
+    if (p->shared) {
+        int64_t k0 = p->blocks * t / p->threads, k1 = p->blocks * (t + 1) / p->threads;
+        *b0 = 0;
+        *b1 = b;
+        *i0 = k0 * TF_PHYS_PAD;
+        *i1 = k1 * TF_PHYS_PAD < n ? k1 * TF_PHYS_PAD : n;
+    } else {
+        *b0 = b * t / p->threads;
+        *b1 = b * (t + 1) / p->threads;
+        *i0 = 0;
+        *i1 = n;
+    }
+}
+
+static void *tf_phys_alloc(size_t bytes) {
+    size_t rounded = (bytes + 63) / 64 * 64;
+    return aligned_alloc(64, rounded ? rounded : 64);
+}
+
+static void tf_phys_free(void *p) { free(p); }
+
+/* Start the plan's threads on `jobs` (thread t gets jobs + t * job_size), run job 0
+ * here, report progress while joining. TF_ENOMEM if the threads cannot be started
+ * (nothing has run then); TF_EINTERRUPTED if the callback asked to stop. */
+static int tf_phys_run(tf_phys_control *c, const tf_phys_plan *plan, int64_t steps,
+                       int (*fn)(void *, int64_t, int64_t), void *handle, void *(*thread_fn)(void *),
+                       void *jobs, size_t job_size) {
+    c->shared = plan->shared;
+    c->threads = plan->threads;
+    atomic_init(&c->barrier_count, 0);
+    atomic_init(&c->barrier_sense, 0);
+    atomic_init(&c->go, plan->threads > 1 ? 0 : 1);
+    atomic_init(&c->stop_after, -1);
+    c->fn = fn;
+    c->handle = handle;
+    c->total = steps;
+    c->interrupted = 0;
+    c->next_report = tf_phys_now() + TF_PHYS_REPORT_S;
+    c->done = tf_phys_alloc((size_t)plan->threads * sizeof(tf_phys_slot));
+    if (!c->done) return TF_ENOMEM;
+    for (int t = 0; t < plan->threads; t++) atomic_init(&c->done[t].steps, 0);
+
+    pthread_t tids[TF_PHYS_MAX_THREADS];
+    int started = 1;
+    for (int t = 1; t < plan->threads; t++) {
+        if (pthread_create(&tids[t], NULL, thread_fn, (char *)jobs + (size_t)t * job_size) != 0) break;
+        started++;
+    }
+    if (started < plan->threads) {
+        atomic_store_explicit(&c->go, -1, memory_order_release);
+        for (int t = 1; t < started; t++) pthread_join(tids[t], NULL);
+        tf_phys_free(c->done);
+        return TF_ENOMEM;
+    }
+    atomic_store_explicit(&c->go, 1, memory_order_release);
+    thread_fn(jobs);
+    for (int t = 1; t < plan->threads; t++) {
+#if defined(__GLIBC__)
+        while (fn) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += (long)(TF_PHYS_REPORT_S * 1e9);
+            if (until.tv_nsec >= 1000000000L) {
+                until.tv_sec += 1;
+                until.tv_nsec -= 1000000000L;
+            }
+            if (pthread_timedjoin_np(tids[t], NULL, &until) != ETIMEDOUT) goto joined;
+            tf_phys_report(c, 0, 1);
+        }
+#endif
+        pthread_join(tids[t], NULL);
+#if defined(__GLIBC__)
+    joined:;
+#endif
+    }
+    c->stopped_at = tf_phys_min_done(c);
+    if (fn && !c->interrupted) fn(handle, steps, steps); /* the bar ends full; a stop now is moot */
+    tf_phys_free(c->done);
+    c->done = NULL;
+    return c->interrupted ? TF_EINTERRUPTED : TF_OK;
+}
+
+/* ======================================================================== */
+/* Potential energy (double precision, all element types)                   */
+/* ======================================================================== */
+
+typedef struct {
+    const double *soa; /* per system: x | y | z | m, each n long */
+    int64_t n, rows;
+    double eps2;
+    double *partial;
+} tf_phys_pot;
+
+/* m_i * sum_{j > i} m_j / sqrt(r_ij^2 + eps^2). */
+static double tf_phys_pot_row(const double *x, const double *y, const double *z, const double *m,
+                              int64_t n, int64_t i, double eps2) {
+    const double xi = x[i], yi = y[i], zi = z[i];
+    double acc[4] = {0, 0, 0, 0};
+    int64_t j = i + 1;
+    for (; j + 4 <= n; j += 4) {
+        for (int k = 0; k < 4; k++) {
+            double dx = x[j + k] - xi, dy = y[j + k] - yi, dz = z[j + k] - zi;
+            acc[k] += m[j + k] / sqrt(dx * dx + dy * dy + dz * dz + eps2);
+        }
+    }
+    for (; j < n; j++) {
+        double dx = x[j] - xi, dy = y[j] - yi, dz = z[j] - zi;
+        acc[0] += m[j] / sqrt(dx * dx + dy * dy + dz * dz + eps2);
+    }
+    return m[i] * ((acc[0] + acc[1]) + (acc[2] + acc[3]));
+}
+
+/* Item r of a system covers rows r and n-1-r: every item has ~n pairs. */
+static int tf_phys_pot_range(void *arg, int64_t begin, int64_t end) {
+    tf_phys_pot *p = (tf_phys_pot *)arg;
+    const int64_t n = p->n;
+    for (int64_t item = begin; item < end; item++) {
+        const int64_t s = item / p->rows, r = item % p->rows;
+        const double *x = p->soa + s * 4 * n, *y = x + n, *z = y + n, *m = z + n;
+        double v = tf_phys_pot_row(x, y, z, m, n, r, p->eps2);
+        if (n - 1 - r != r) v += tf_phys_pot_row(x, y, z, m, n, n - 1 - r, p->eps2);
+        p->partial[item] = v;
+    }
+    return TF_OK;
+}
+
+static int tf_phys_potential(const double *soa, int64_t b, int64_t n, double eps2, int nthreads, double *out) {
+    tf_phys_pot p = {soa, n, (n + 1) / 2, eps2, NULL};
+    p.partial = malloc((size_t)(b * p.rows) * sizeof(double));
+    if (!p.partial) return TF_ENOMEM;
+    int64_t min_items = 200000 / (n > 0 ? n : 1);
+    int rc = tf_parallel_for(b * p.rows, nthreads, min_items > 0 ? min_items : 1, tf_phys_pot_range, &p);
+    for (int64_t s = 0; s < b; s++) {
+        double v = 0;
+        for (int64_t r = 0; r < p.rows; r++) v += p.partial[s * p.rows + r];
+        out[s] = v;
+    }
+    free(p.partial);
+    return rc;
+}
+
+/* ======================================================================== */
+/* Vectorised force kernels                                                 */
+/* ======================================================================== */
+
+#if TF_PHYS_X86
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#endif
+
+static inline __m256 tf_phys_inv3_avx2_ps(__m256 r2, __m256 m) {
+    /* y ~ r2^-1/2 to 12 bits; u = y (3 - r2 y^2) = 2 y' after one Newton step, so
+     * m y'^3 = m u^3 / 8 (the 1/8 is applied to the sums). */
+    __m256 y = _mm256_rsqrt_ps(r2);
+    __m256 u = _mm256_mul_ps(y, _mm256_fnmadd_ps(_mm256_mul_ps(r2, y), y, _mm256_set1_ps(3.0f)));
+    return _mm256_mul_ps(_mm256_mul_ps(u, u), _mm256_mul_ps(m, u));
+}
+
+static inline __m256 tf_phys_zero_lane_avx2_ps(__m256 v, int lane) {
+    __m256i hit = _mm256_cmpeq_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(lane));
+    return _mm256_andnot_ps(_mm256_castsi256_ps(hit), v);
+}
+
+static inline __m256d tf_phys_zero_lane_avx2_pd(__m256d v, int lane) {
+    __m256i hit = _mm256_cmpeq_epi64(_mm256_setr_epi64x(0, 1, 2, 3), _mm256_set1_epi64x(lane));
+    return _mm256_andnot_pd(_mm256_castsi256_pd(hit), v);
+}
+
+#define K_NAME tf_phys_force_avx2_f32
+#define K_REAL float
+#define K_VEC __m256
+#define K_W 8
+#define K_SET1(s) _mm256_set1_ps(s)
+#define K_ZERO() _mm256_setzero_ps()
+#define K_LOAD(p) _mm256_load_ps(p)
+#define K_STORE(p, v) _mm256_store_ps((p), (v))
+#define K_SUB(a, b) _mm256_sub_ps((a), (b))
+#define K_MUL(a, b) _mm256_mul_ps((a), (b))
+#define K_FMADD(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#define K_INV3(r2, m) tf_phys_inv3_avx2_ps((r2), (m))
+#define K_ACC_SCALE 0.125f
+#define K_ZERO_LANE(v, l) tf_phys_zero_lane_avx2_ps((v), (l))
+#include "physics_simd.h"
+#undef K_NAME
+#undef K_REAL
+#undef K_VEC
+#undef K_W
+#undef K_SET1
+#undef K_ZERO
+#undef K_LOAD
+#undef K_STORE
+#undef K_SUB
+#undef K_MUL
+#undef K_FMADD
+#undef K_INV3
+#undef K_ACC_SCALE
+#undef K_ZERO_LANE
+
+#define K_NAME tf_phys_force_avx2_f64
+#define K_REAL double
+#define K_VEC __m256d
+#define K_W 4
+#define K_SET1(s) _mm256_set1_pd(s)
+#define K_ZERO() _mm256_setzero_pd()
+#define K_LOAD(p) _mm256_load_pd(p)
+#define K_STORE(p, v) _mm256_store_pd((p), (v))
+#define K_SUB(a, b) _mm256_sub_pd((a), (b))
+#define K_MUL(a, b) _mm256_mul_pd((a), (b))
+#define K_FMADD(a, b, c) _mm256_fmadd_pd((a), (b), (c))
+#define K_INV3(r2, m) _mm256_div_pd((m), _mm256_mul_pd((r2), _mm256_sqrt_pd(r2)))
+#define K_ACC_SCALE 1.0
+#define K_ZERO_LANE(v, l) tf_phys_zero_lane_avx2_pd((v), (l))
+#include "physics_simd.h"
+#undef K_NAME
+#undef K_REAL
+#undef K_VEC
+#undef K_W
+#undef K_SET1
+#undef K_ZERO
+#undef K_LOAD
+#undef K_STORE
+#undef K_SUB
+#undef K_MUL
+#undef K_FMADD
+#undef K_INV3
+#undef K_ACC_SCALE
+#undef K_ZERO_LANE
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#pragma clang attribute push(__attribute__((target("avx2,fma,avx512f,avx512dq,avx512bw,avx512vl"))), apply_to = function)
+#else
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,avx512f,avx512dq,avx512bw,avx512vl")
+#endif
+
+static inline __m512 tf_phys_inv3_avx512_ps(__m512 r2, __m512 m) {
+    /* rsqrt14 is good to 14 bits; one Newton step as in the AVX2 kernel. */
+    __m512 y = _mm512_rsqrt14_ps(r2);
+    __m512 u = _mm512_mul_ps(y, _mm512_fnmadd_ps(_mm512_mul_ps(r2, y), y, _mm512_set1_ps(3.0f)));
+    return _mm512_mul_ps(_mm512_mul_ps(u, u), _mm512_mul_ps(m, u));
+}
+
+#define K_NAME tf_phys_force_avx512_f32
+#define K_REAL float
+#define K_VEC __m512
+#define K_W 16
+#define K_SET1(s) _mm512_set1_ps(s)
+#define K_ZERO() _mm512_setzero_ps()
+#define K_LOAD(p) _mm512_load_ps(p)
+#define K_STORE(p, v) _mm512_store_ps((p), (v))
+#define K_SUB(a, b) _mm512_sub_ps((a), (b))
+#define K_MUL(a, b) _mm512_mul_ps((a), (b))
+#define K_FMADD(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#define K_INV3(r2, m) tf_phys_inv3_avx512_ps((r2), (m))
+#define K_ACC_SCALE 0.125f
+#define K_ZERO_LANE(v, l) _mm512_maskz_mov_ps((__mmask16)~(1u << (l)), (v))
+#include "physics_simd.h"
+#undef K_NAME
+#undef K_REAL
+#undef K_VEC
+#undef K_W
+#undef K_SET1
+#undef K_ZERO
+#undef K_LOAD
+#undef K_STORE
+#undef K_SUB
+#undef K_MUL
+#undef K_FMADD
+#undef K_INV3
+#undef K_ACC_SCALE
+#undef K_ZERO_LANE
+
+#define K_NAME tf_phys_force_avx512_f64
+#define K_REAL double
+#define K_VEC __m512d
+#define K_W 8
+#define K_SET1(s) _mm512_set1_pd(s)
+#define K_ZERO() _mm512_setzero_pd()
+#define K_LOAD(p) _mm512_load_pd(p)
+#define K_STORE(p, v) _mm512_store_pd((p), (v))
+#define K_SUB(a, b) _mm512_sub_pd((a), (b))
+#define K_MUL(a, b) _mm512_mul_pd((a), (b))
+#define K_FMADD(a, b, c) _mm512_fmadd_pd((a), (b), (c))
+#define K_INV3(r2, m) _mm512_div_pd((m), _mm512_mul_pd((r2), _mm512_sqrt_pd(r2)))
+#define K_ACC_SCALE 1.0
+#define K_ZERO_LANE(v, l) _mm512_maskz_mov_pd((__mmask8)~(1u << (l)), (v))
+#include "physics_simd.h"
+#undef K_NAME
+#undef K_REAL
+#undef K_VEC
+#undef K_W
+#undef K_SET1
+#undef K_ZERO
+#undef K_LOAD
+#undef K_STORE
+#undef K_SUB
+#undef K_MUL
+#undef K_FMADD
+#undef K_INV3
+#undef K_ACC_SCALE
+#undef K_ZERO_LANE
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+#endif /* TF_PHYS_X86 */
+
+/* ======================================================================== */
+/* The entry points, once per element type                                  */
+/* ======================================================================== */
+
+#define P_REAL float
+#define P_SFX f32
+#define P_SQRT sqrtf
+#include "physics_impl.h"
+#undef P_REAL
+#undef P_SFX
+#undef P_SQRT
+
+#define P_REAL double
+#define P_SFX f64
+#define P_SQRT sqrt
+#include "physics_impl.h"
+#undef P_REAL
+#undef P_SFX
+#undef P_SQRT
