@@ -21,6 +21,7 @@
 #include "tensorffi.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -28,6 +29,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define TF_PHYS_X86 1
@@ -50,27 +57,42 @@
 #define TF_PHYS_MIN_STEP_WORK 40000.0
 /* Seconds between progress reports (and Ctrl-C checks). */
 #define TF_PHYS_REPORT_S 0.1
+/* Seconds a waiting thread spins before it sleeps. */
+#define TF_PHYS_SPIN_S 50e-6
 
 /* ======================================================================== */
 /* Threads, barrier, progress                                               */
 /* ======================================================================== */
 
 typedef struct {
-    _Atomic int64_t steps; /* steps completed by one thread */
+    _Atomic int64_t steps; /* completed by one thread: steps (shared), system-steps (systems) */
     char pad[64 - sizeof(int64_t)];
 } tf_phys_slot;
 
+/* One call's threads and their protocol. It lives in a heap block (with the
+ * per-type context and jobs) freed by the last thread out, so the caller returns as
+ * soon as the work is done without waiting for threads that never got any (a thread
+ * that starts late on a busy machine finds no work left and just leaves). */
 typedef struct {
+    /* fixed before the threads are released */
     int shared, threads;
-    _Atomic int barrier_count, barrier_sense;
-    _Atomic int go;             /* 0: wait, 1: run, -1: abort (threads could not be started) */
-    _Atomic int64_t stop_after; /* -1, or the step after which every thread stops */
-    tf_phys_slot *done;
+    int64_t systems, steps;
     int (*fn)(void *, int64_t, int64_t);
     void *handle;
-    int64_t total, stopped_at;
+    tf_phys_slot *done;
+    void *base; /* the allocation this lives in */
+    /* shared between threads */
+    _Atomic int go;       /* futex word: 1 once the threads may start */
+    _Atomic int refs;     /* the caller plus the threads that have not left */
+    _Atomic int barrier_count, barrier_sense, sleepers;
+    _Atomic int64_t next_system; /* systems mode: the next system nobody has taken */
+    _Atomic int64_t remaining;   /* systems mode: systems not finished; shared: worker threads */
+    _Atomic int finished;        /* futex word: 1 once remaining reached 0 */
+    _Atomic int64_t stop_after;  /* -1, or the step after which every thread stops */
+    /* thread 0 only */
     double next_report;
     int interrupted;
+    int64_t stopped_at;
 } tf_phys_control;
 
 typedef struct {
@@ -84,55 +106,110 @@ static double tf_phys_now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static void tf_phys_pause(unsigned *spins) {
-    if (++*spins < 4000) {
+static void tf_phys_cpu_relax(void) {
 #if TF_PHYS_X86
-        __builtin_ia32_pause();
+    __builtin_ia32_pause();
 #endif
-    } else {
-        sched_yield();
+}
+
+/* Sleep while *word == value (or until `seconds` pass, if > 0); spurious wake-ups are
+ * fine, callers re-check. Without futexes: yield. */
+static void tf_phys_sleep_on(_Atomic int *word, int value, double seconds) {
+#if defined(__linux__)
+    struct timespec ts, *timeout = NULL;
+    if (seconds > 0) {
+        ts.tv_sec = (time_t)seconds;
+        ts.tv_nsec = (long)((seconds - (double)ts.tv_sec) * 1e9);
+        timeout = &ts;
+    }
+    syscall(SYS_futex, (int *)word, FUTEX_WAIT_PRIVATE, value, timeout, NULL, 0);
+#else
+    (void)word;
+    (void)value;
+    (void)seconds;
+    sched_yield();
+#endif
+}
+
+static void tf_phys_wake_all(_Atomic int *word) {
+#if defined(__linux__)
+    syscall(SYS_futex, (int *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+#else
+    (void)word;
+#endif
+}
+
+/* Wait until *word != value: spin for a few microseconds (the usual case on an idle
+ * machine), then sleep, so that a waiting thread gives its core to a thread that
+ * was preempted (a busy machine, or torch's OpenMP threads still spinning). */
+static void tf_phys_await_change(_Atomic int *word, int value, _Atomic int *sleepers) {
+    double until = 0;
+    for (unsigned spins = 0; atomic_load(word) == value; spins++) {
+        if ((spins & 255) == 255) {
+            double now = tf_phys_now();
+            if (until == 0) until = now + TF_PHYS_SPIN_S;
+            else if (now > until) break;
+        }
+        tf_phys_cpu_relax();
+    }
+    if (atomic_load(word) == value) {
+        if (sleepers) atomic_fetch_add(sleepers, 1);
+        while (atomic_load(word) == value) tf_phys_sleep_on(word, value, 0);
+        if (sleepers) atomic_fetch_sub(sleepers, 1);
     }
 }
 
-/* Sense-reversing barrier; spins, then yields (the machine may be oversubscribed). */
+/* Sense-reversing barrier of the `threads` threads. */
 static void tf_phys_barrier(tf_phys_control *c, int *sense) {
     const int s = !*sense;
     *sense = s;
     if (atomic_fetch_add_explicit(&c->barrier_count, 1, memory_order_acq_rel) == c->threads - 1) {
         atomic_store_explicit(&c->barrier_count, 0, memory_order_relaxed);
-        atomic_store_explicit(&c->barrier_sense, s, memory_order_release);
+        atomic_store(&c->barrier_sense, s); /* seq_cst: ordered before the load of sleepers */
+        if (atomic_load(&c->sleepers) > 0) tf_phys_wake_all(&c->barrier_sense);
     } else {
-        unsigned spins = 0;
-        while (atomic_load_explicit(&c->barrier_sense, memory_order_acquire) != s) tf_phys_pause(&spins);
+        tf_phys_await_change(&c->barrier_sense, !s, &c->sleepers);
     }
 }
 
-static int tf_phys_wait_go(tf_phys_control *c) {
-    unsigned spins = 0;
-    int g;
-    while ((g = atomic_load_explicit(&c->go, memory_order_acquire)) == 0) tf_phys_pause(&spins);
-    return g > 0;
+static void tf_phys_finish_one(tf_phys_control *c, int64_t count) {
+    if (count > 0 && atomic_fetch_sub(&c->remaining, count) == count) {
+        atomic_store(&c->finished, 1);
+        tf_phys_wake_all(&c->finished);
+    }
 }
 
+/* The last thread out frees the block the control lives in. */
+static void tf_phys_leave(tf_phys_control *c) {
+    if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1) free(c->base);
+}
+
+/* Steps completed by every system (an estimate in systems mode, exact at the end). */
 static int64_t tf_phys_min_done(tf_phys_control *c) {
-    int64_t m = INT64_MAX;
+    int64_t m = INT64_MAX, sum = 0;
     for (int t = 0; t < c->threads; t++) {
         int64_t d = atomic_load_explicit(&c->done[t].steps, memory_order_relaxed);
         if (d < m) m = d;
+        sum += d;
     }
-    return m;
+    return c->shared ? m : sum / (c->systems > 0 ? c->systems : 1);
 }
 
 /* Called by thread 0 only. On a stop request, every thread stops after step
- * `stop_at` (shared mode) or after its current step (systems mode). */
+ * `stop_at` (shared mode) or after its current step (systems mode, where the systems
+ * nobody has taken yet are withdrawn). */
 static void tf_phys_report(tf_phys_control *c, int64_t stop_at, int force) {
     if (!c->fn || c->interrupted) return;
     double now = tf_phys_now();
     if (!force && now < c->next_report) return;
     c->next_report = now + TF_PHYS_REPORT_S;
-    if (c->fn(c->handle, tf_phys_min_done(c), c->total) != 0) {
+    if (c->fn(c->handle, tf_phys_min_done(c), c->steps) != 0) {
         c->interrupted = 1;
-        atomic_store_explicit(&c->stop_after, stop_at, memory_order_release);
+        atomic_store(&c->stop_after, stop_at);
+        if (!c->shared) {
+            int64_t taken = atomic_exchange(&c->next_system, INT64_MAX / 2);
+            if (taken < c->systems) tf_phys_finish_one(c, c->systems - taken);
+        }
     }
 }
 
@@ -155,20 +232,11 @@ static tf_phys_plan tf_phys_make_plan(int64_t b, int64_t n, int64_t steps, int n
     return p;
 }
 
-static void tf_phys_split(const tf_phys_plan *p, int64_t b, int64_t n, int t, int64_t *b0, int64_t *b1,
-                          int64_t *i0, int64_t *i1) {
-    if (p->shared) {
-        int64_t k0 = p->blocks * t / p->threads, k1 = p->blocks * (t + 1) / p->threads;
-        *b0 = 0;
-        *b1 = b;
-        *i0 = k0 * TF_PHYS_PAD;
-        *i1 = k1 * TF_PHYS_PAD < n ? k1 * TF_PHYS_PAD : n;
-    } else {
-        *b0 = b * t / p->threads;
-        *b1 = b * (t + 1) / p->threads;
-        *i0 = 0;
-        *i1 = n;
-    }
+/* Shared mode: the bodies of thread t, in whole blocks of TF_PHYS_PAD. */
+static void tf_phys_split(const tf_phys_plan *p, int64_t n, int t, int64_t *i0, int64_t *i1) {
+    int64_t k0 = p->blocks * t / p->threads, k1 = p->blocks * (t + 1) / p->threads;
+    *i0 = k0 * TF_PHYS_PAD;
+    *i1 = k1 * TF_PHYS_PAD < n ? k1 * TF_PHYS_PAD : n;
 }
 
 static void *tf_phys_alloc(size_t bytes) {
@@ -178,65 +246,60 @@ static void *tf_phys_alloc(size_t bytes) {
 
 static void tf_phys_free(void *p) { free(p); }
 
-/* Start the plan's threads on `jobs` (thread t gets jobs + t * job_size), run job 0
- * here, report progress while joining. TF_ENOMEM if the threads cannot be started
- * (nothing has run then); TF_EINTERRUPTED if the callback asked to stop. */
-static int tf_phys_run(tf_phys_control *c, const tf_phys_plan *plan, int64_t steps,
-                       int (*fn)(void *, int64_t, int64_t), void *handle, void *(*thread_fn)(void *),
-                       void *jobs, size_t job_size) {
-    c->shared = plan->shared;
-    c->threads = plan->threads;
-    atomic_init(&c->barrier_count, 0);
-    atomic_init(&c->barrier_sense, 0);
-    atomic_init(&c->go, plan->threads > 1 ? 0 : 1);
-    atomic_init(&c->stop_after, -1);
-    c->fn = fn;
-    c->handle = handle;
-    c->total = steps;
-    c->interrupted = 0;
-    c->next_report = tf_phys_now() + TF_PHYS_REPORT_S;
-    c->done = tf_phys_alloc((size_t)plan->threads * sizeof(tf_phys_slot));
-    if (!c->done) return TF_ENOMEM;
-    for (int t = 0; t < plan->threads; t++) atomic_init(&c->done[t].steps, 0);
-
-    pthread_t tids[TF_PHYS_MAX_THREADS];
+/* Start up to plan->threads - 1 detached threads on `jobs` (thread t gets jobs +
+ * t * job_size; the plan is updated if fewer could be started), run job 0 here, then
+ * wait for the work (not the threads) to finish, reporting progress. Returns
+ * TF_EINTERRUPTED if the callback asked to stop. The control is left (and maybe
+ * freed) before returning; its results are copied out first. */
+static int tf_phys_run(tf_phys_control *c, tf_phys_plan *plan, void *(*thread_fn)(void *),
+                       void (*split)(void *job, const tf_phys_plan *plan, int t), void *jobs,
+                       size_t job_size, int64_t *stopped_at) {
+    pthread_attr_t attr;
+    int have_attr = plan->threads > 1 && pthread_attr_init(&attr) == 0 &&
+                    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0;
     int started = 1;
-    for (int t = 1; t < plan->threads; t++) {
-        if (pthread_create(&tids[t], NULL, thread_fn, (char *)jobs + (size_t)t * job_size) != 0) break;
+    atomic_init(&c->go, 0);
+    for (int t = 1; have_attr && t < plan->threads; t++) {
+        pthread_t tid;
+        if (pthread_create(&tid, &attr, thread_fn, (char *)jobs + (size_t)t * job_size) != 0) break;
         started++;
     }
+    if (have_attr) pthread_attr_destroy(&attr);
     if (started < plan->threads) {
-        atomic_store_explicit(&c->go, -1, memory_order_release);
-        for (int t = 1; t < started; t++) pthread_join(tids[t], NULL);
-        tf_phys_free(c->done);
-        return TF_ENOMEM;
+        plan->threads = started;
+        if (started == 1) plan->shared = 0;
     }
-    atomic_store_explicit(&c->go, 1, memory_order_release);
-    thread_fn(jobs);
-    for (int t = 1; t < plan->threads; t++) {
-#if defined(__GLIBC__)
-        while (fn) {
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += (long)(TF_PHYS_REPORT_S * 1e9);
-            if (until.tv_nsec >= 1000000000L) {
-                until.tv_sec += 1;
-                until.tv_nsec -= 1000000000L;
-            }
-            if (pthread_timedjoin_np(tids[t], NULL, &until) != ETIMEDOUT) goto joined;
-            tf_phys_report(c, 0, 1);
+    for (int t = 0; t < plan->threads; t++) split((char *)jobs + (size_t)t * job_size, plan, t);
+    c->shared = plan->shared;
+    c->threads = plan->threads;
+    atomic_init(&c->refs, plan->threads);
+    atomic_init(&c->barrier_count, 0);
+    atomic_init(&c->barrier_sense, 0);
+    atomic_init(&c->sleepers, 0);
+    atomic_init(&c->next_system, 0);
+    atomic_init(&c->remaining, plan->shared ? plan->threads - 1 : c->systems);
+    atomic_init(&c->finished, atomic_load(&c->remaining) == 0);
+    atomic_init(&c->stop_after, -1);
+    for (int t = 0; t < plan->threads; t++) atomic_init(&c->done[t].steps, 0);
+    c->interrupted = 0;
+    c->next_report = tf_phys_now() + TF_PHYS_REPORT_S;
+
+    atomic_store(&c->go, 1);
+    if (started > 1) tf_phys_wake_all(&c->go);
+    thread_fn(jobs); /* job 0; it does not leave the control */
+    while (!atomic_load(&c->finished)) {
+        if (c->fn) {
+            tf_phys_sleep_on(&c->finished, 0, TF_PHYS_REPORT_S);
+            tf_phys_report(c, 0, 0);
+        } else {
+            tf_phys_await_change(&c->finished, 0, NULL);
         }
-#endif
-        pthread_join(tids[t], NULL);
-#if defined(__GLIBC__)
-    joined:;
-#endif
     }
-    c->stopped_at = tf_phys_min_done(c);
-    if (fn && !c->interrupted) fn(handle, steps, steps); /* the bar ends full; a stop now is moot */
-    tf_phys_free(c->done);
-    c->done = NULL;
-    return c->interrupted ? TF_EINTERRUPTED : TF_OK;
+    *stopped_at = tf_phys_min_done(c);
+    int interrupted = c->interrupted;
+    if (c->fn && !interrupted) c->fn(c->handle, c->steps, c->steps); /* the bar ends full */
+    tf_phys_leave(c);
+    return interrupted ? TF_EINTERRUPTED : TF_OK;
 }
 
 /* ======================================================================== */

@@ -59,8 +59,7 @@ typedef struct {
 typedef struct {
     P(tf_phys_ctx) *ctx;
     int tid;
-    int64_t b0, b1; /* systems of this thread */
-    int64_t i0, i1; /* bodies of this thread in each of them */
+    int64_t i0, i1; /* shared mode: bodies of this thread in each system */
 } P(tf_phys_job);
 
 /* Positions of bodies [i0, i1) of system s into buffer `which` (and the pad lanes,
@@ -110,19 +109,18 @@ static void P(tf_phys_record)(P(tf_phys_ctx) *c, int64_t s, int64_t frame, int64
            (size_t)(i1 - i0) * 3 * sizeof(P_REAL));
 }
 
-/* The step loop of one thread (see tf_phys_run for the protocol). Leapfrog is run as
- * half kick, drift, then (force, full kick, drift) per step, with the last kick halved,
- * so each step costs one force evaluation and the state is synchronised at the end. */
-static int P(tf_phys_work)(void *arg) {
-    P(tf_phys_job) *job = (P(tf_phys_job) *)arg;
-    P(tf_phys_ctx) *c = job->ctx;
+/* Steps of systems [s0, s1), bodies [i0, i1) of each, by thread `tid`. Leapfrog is run
+ * as half kick, drift, then (force, full kick, drift) per step with the last kick
+ * halved, so each step costs one force evaluation and the state is synchronised at
+ * the end. Shared mode: every thread runs all systems, one barrier per step (plus one
+ * before leapfrog's first force); the progress slot counts steps. Systems mode: one
+ * system, no barrier; the slot counts system-steps. Returns 1 if stopped early. */
+static int P(tf_phys_steps)(P(tf_phys_ctx) *c, int tid, int64_t s0, int64_t s1, int64_t i0, int64_t i1,
+                            int *sense) {
     tf_phys_control *ctl = &c->ctl;
-    const int tid = job->tid, shared = ctl->shared;
-    const int64_t b0 = job->b0, b1 = job->b1, i0 = job->i0, i1 = job->i1, rec = c->rec;
-    int sense = 0;
-    if (!tf_phys_wait_go(ctl)) return TF_OK;
-
-    for (int64_t s = b0; s < b1; s++) {
+    const int shared = ctl->shared;
+    const int64_t rec = c->rec;
+    for (int64_t s = s0; s < s1; s++) {
         const P_REAL *m = c->mass + s * c->n;
         P_REAL *gm = c->gm + s * c->npad;
         for (int64_t i = i0; i < i1; i++) gm[i] = c->G * m[i];
@@ -132,8 +130,8 @@ static int P(tf_phys_work)(void *arg) {
     }
     int cur = 0;
     if (c->leapfrog) {
-        if (shared) tf_phys_barrier(ctl, &sense);
-        for (int64_t s = b0; s < b1; s++) {
+        if (shared) tf_phys_barrier(ctl, sense);
+        for (int64_t s = s0; s < s1; s++) {
             P(tf_phys_forces)(c, 0, s, i0, i1);
             P(tf_phys_update)(c, s, i0, i1, c->half_dt, 1, 1);
         }
@@ -141,13 +139,14 @@ static int P(tf_phys_work)(void *arg) {
     }
     for (int64_t k = 0; k < c->steps; k++) {
         if (tid == 0) tf_phys_report(ctl, k, 0);
-        if (shared) tf_phys_barrier(ctl, &sense);
+        if (shared) tf_phys_barrier(ctl, sense);
         int64_t stop = atomic_load_explicit(&ctl->stop_after, memory_order_acquire);
         /* Shared mode: all threads read the same decision after the same barrier.
-         * Systems mode: stop at once, each system at its own step boundary. */
-        const int last = k == c->steps - 1 || (stop >= 0 && (!shared || stop <= k));
+         * Systems mode: stop at once, at this system's step boundary. */
+        const int stopping = stop >= 0 && (!shared || stop <= k);
+        const int last = k == c->steps - 1 || stopping;
         const int record = rec > 0 && (k + 1) % rec == 0;
-        for (int64_t s = b0; s < b1; s++) {
+        for (int64_t s = s0; s < s1; s++) {
             P(tf_phys_forces)(c, cur, s, i0, i1);
             if (c->leapfrog) {
                 if (record) P(tf_phys_record)(c, s, (k + 1) / rec - 1, i0, i1);
@@ -159,15 +158,52 @@ static int P(tf_phys_work)(void *arg) {
             }
         }
         cur ^= 1;
-        atomic_store_explicit(&ctl->done[tid].steps, k + 1, memory_order_relaxed);
-        if (last) break;
+        _Atomic int64_t *slot = &ctl->done[tid].steps;
+        atomic_store_explicit(slot, shared ? k + 1 : atomic_load_explicit(slot, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+        if (last) return stopping;
     }
-    return TF_OK;
+    return 0;
+}
+
+/* One thread's work. Systems mode hands out whole systems one at a time, so a thread
+ * that starts late or is preempted (a busy machine) leaves its share to the others. */
+static void P(tf_phys_work)(P(tf_phys_job) *job) {
+    P(tf_phys_ctx) *c = job->ctx;
+    tf_phys_control *ctl = &c->ctl;
+    int sense = 0;
+    if (ctl->shared) {
+        P(tf_phys_steps)(c, job->tid, 0, ctl->systems, job->i0, job->i1, &sense);
+        if (job->tid != 0) tf_phys_finish_one(ctl, 1);
+        return;
+    }
+    for (;;) {
+        int64_t s = atomic_fetch_add(&ctl->next_system, 1);
+        if (s >= ctl->systems) break;
+        int stopped = P(tf_phys_steps)(c, job->tid, s, s + 1, 0, c->n, &sense);
+        tf_phys_finish_one(ctl, 1);
+        if (stopped || atomic_load(&ctl->stop_after) >= 0) break;
+    }
 }
 
 static void *P(tf_phys_thread)(void *arg) {
-    P(tf_phys_work)(arg);
+    P(tf_phys_job) *job = (P(tf_phys_job) *)arg;
+    tf_phys_control *ctl = &job->ctx->ctl;
+    if (job->tid == 0) {
+        P(tf_phys_work)(job);
+        return NULL;
+    }
+    tf_phys_await_change(&ctl->go, 0, NULL);
+    P(tf_phys_work)(job);
+    tf_phys_leave(ctl);
     return NULL;
+}
+
+static void P(tf_phys_split_job)(void *arg, const tf_phys_plan *plan, int t) {
+    P(tf_phys_job) *job = (P(tf_phys_job) *)arg;
+    (void)t;
+    if (plan->shared) tf_phys_split(plan, job->ctx->n, job->tid, &job->i0, &job->i1);
+    else job->i0 = 0, job->i1 = job->ctx->n;
 }
 
 static int P(tf_phys_check)(const char *fname, const P_REAL *pos, const P_REAL *vel,
@@ -214,54 +250,61 @@ int P(tf_physics_nbody)(P_REAL *pos, P_REAL *vel, const P_REAL *mass, int64_t b,
     if (rc != TF_OK) return rc;
     if (b == 0 || n == 0 || params->steps == 0) return TF_OK;
 
-    P(tf_phys_ctx) c;
-    memset(&c, 0, sizeof c);
-    c.pos = pos;
-    c.vel = vel;
-    c.mass = mass;
-    c.traj = traj;
-    c.n = n;
-    c.npad = (n + TF_PHYS_PAD - 1) / TF_PHYS_PAD * TF_PHYS_PAD;
-    c.frames = frames;
-    c.steps = params->steps;
-    c.rec = params->record_every;
-    c.leapfrog = params->method == TF_PHYSICS_LEAPFROG;
-    c.dt = (P_REAL)params->dt;
-    c.half_dt = (P_REAL)(0.5 * params->dt);
-    c.eps2 = (P_REAL)(params->softening * params->softening);
-    c.G = (P_REAL)params->G;
-    c.force = P(tf_phys_pick_force)();
+    /* One block: the context (with the thread control), the jobs, the progress slots.
+     * Freed by the last thread out (see tf_phys_run). */
+    tf_phys_plan plan = tf_phys_make_plan(b, n, params->steps, nthreads);
+    size_t head = (sizeof(P(tf_phys_ctx)) + 63) / 64 * 64;
+    size_t jobs_size = ((size_t)plan.threads * sizeof(P(tf_phys_job)) + 63) / 64 * 64;
+    char *block = tf_phys_alloc(head + jobs_size + (size_t)plan.threads * sizeof(tf_phys_slot));
+    if (!block) return tf_error(TF_ENOMEM, "%s: cannot allocate the thread state", fname);
+    memset(block, 0, head + jobs_size);
+    P(tf_phys_ctx) *c = (P(tf_phys_ctx) *)block;
+    P(tf_phys_job) *jobs = (P(tf_phys_job) *)(block + head);
+    c->ctl.base = block;
+    c->ctl.done = (tf_phys_slot *)(block + head + jobs_size);
+    c->ctl.systems = b;
+    c->ctl.steps = params->steps;
+    c->ctl.fn = fn;
+    c->ctl.handle = handle;
+    c->pos = pos;
+    c->vel = vel;
+    c->mass = mass;
+    c->traj = traj;
+    c->n = n;
+    c->npad = (n + TF_PHYS_PAD - 1) / TF_PHYS_PAD * TF_PHYS_PAD;
+    c->frames = frames;
+    c->steps = params->steps;
+    c->rec = params->record_every;
+    c->leapfrog = params->method == TF_PHYSICS_LEAPFROG;
+    c->dt = (P_REAL)params->dt;
+    c->half_dt = (P_REAL)(0.5 * params->dt);
+    c->eps2 = (P_REAL)(params->softening * params->softening);
+    c->G = (P_REAL)params->G;
+    c->force = P(tf_phys_pick_force)();
+    for (int t = 0; t < plan.threads; t++) {
+        jobs[t].ctx = c;
+        jobs[t].tid = t; /* read by each thread as it starts, before `go` */
+    }
 
     /* Scratch: two position buffers, the accelerations (3 npad each) and G m (npad). */
-    size_t per_system = (size_t)c.npad * 10;
-    P_REAL *scratch = tf_phys_alloc((size_t)b * per_system * sizeof(P_REAL));
-    if (!scratch) return tf_error(TF_ENOMEM, "%s: cannot allocate scratch for %lld x %lld bodies", fname,
-                                  (long long)b, (long long)n);
-    c.soa[0] = scratch;
-    c.soa[1] = scratch + (size_t)b * 3 * c.npad;
-    c.acc = scratch + (size_t)b * 6 * c.npad;
-    c.gm = scratch + (size_t)b * 9 * c.npad;
+    P_REAL *scratch = tf_phys_alloc((size_t)b * (size_t)c->npad * 10 * sizeof(P_REAL));
+    if (!scratch) {
+        free(block);
+        return tf_error(TF_ENOMEM, "%s: cannot allocate scratch for %lld x %lld bodies", fname, (long long)b,
+                        (long long)n);
+    }
+    c->soa[0] = scratch;
+    c->soa[1] = scratch + (size_t)b * 3 * c->npad;
+    c->acc = scratch + (size_t)b * 6 * c->npad;
+    c->gm = scratch + (size_t)b * 9 * c->npad;
 
-    tf_phys_plan plan = tf_phys_make_plan(b, n, params->steps, nthreads);
-    P(tf_phys_job) jobs[TF_PHYS_MAX_THREADS];
-    for (int t = 0; t < plan.threads; t++) {
-        jobs[t].ctx = &c;
-        jobs[t].tid = t;
-        tf_phys_split(&plan, b, n, t, &jobs[t].b0, &jobs[t].b1, &jobs[t].i0, &jobs[t].i1);
-    }
-    rc = tf_phys_run(&c.ctl, &plan, params->steps, fn, handle, P(tf_phys_thread), jobs, sizeof jobs[0]);
-    if (rc == TF_ENOMEM) {
-        /* Threads could not be started: run everything on this thread instead. */
-        plan = tf_phys_make_plan(b, n, params->steps, 1);
-        jobs[0].ctx = &c;
-        jobs[0].tid = 0;
-        tf_phys_split(&plan, b, n, 0, &jobs[0].b0, &jobs[0].b1, &jobs[0].i0, &jobs[0].i1);
-        rc = tf_phys_run(&c.ctl, &plan, params->steps, fn, handle, P(tf_phys_thread), jobs, sizeof jobs[0]);
-    }
+    int64_t stopped_at = 0;
+    rc = tf_phys_run(&c->ctl, &plan, P(tf_phys_thread), P(tf_phys_split_job), jobs, sizeof jobs[0], &stopped_at);
+    /* c may be gone now; late threads touch only the control, never the scratch. */
     tf_phys_free(scratch);
     if (rc == TF_EINTERRUPTED)
-        return tf_error(TF_EINTERRUPTED, "%s: stopped after %lld of %lld steps", fname,
-                        (long long)c.ctl.stopped_at, (long long)params->steps);
+        return tf_error(TF_EINTERRUPTED, "%s: stopped after %lld of %lld steps", fname, (long long)stopped_at,
+                        (long long)params->steps);
     return rc;
 }
 

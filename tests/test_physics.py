@@ -81,7 +81,9 @@ def assert_close_to(got, want, scale_from, tol):
     assert err <= tol, f"max error {err:.3e} (relative to {scale:.3e}) > {tol:.1e}"
 
 
-TOL = {"float32": (3e-6, 3e-5), "float64": (1e-13, 1e-12)}  # (positions, velocity changes)
+# (positions, velocity changes). float32: close encounters of random systems amplify
+# rounding (typical errors are 1e-7 and 1e-6; a wrong kernel gives 1e-2 or more).
+TOL = {"float32": (2e-5, 3e-4), "float64": (1e-13, 1e-12)}
 
 
 # --------------------------------------------------------------------------- #
