@@ -55,6 +55,8 @@
 /* ...and, when bodies are split, for this many per thread and step (a barrier costs
  * a few microseconds). */
 #define TF_PHYS_MIN_STEP_WORK 40000.0
+/* Systems of at least this many bodies use the row kernel (each pair once). */
+#define TF_PHYS_ROWS_MIN 128
 /* Seconds between progress reports (and Ctrl-C checks). */
 #define TF_PHYS_REPORT_S 0.1
 /* Seconds a waiting thread spins before it sleeps. */
@@ -239,6 +241,17 @@ static void tf_phys_split(const tf_phys_plan *p, int64_t n, int t, int64_t *i0, 
     *i1 = k1 * TF_PHYS_PAD < n ? k1 * TF_PHYS_PAD : n;
 }
 
+/* Shared mode, row kernel: rows [r0, r1) of thread t, so that every thread gets the
+ * same number of pairs (row i has n - 1 - i): the boundaries are n (1 - sqrt(1 - t/T)),
+ * rounded to even rows (the kernel takes rows in twos). */
+static void tf_phys_split_rows(const tf_phys_plan *p, int64_t n, int t, int64_t *r0, int64_t *r1) {
+    double T = (double)p->threads;
+    int64_t lo = (int64_t)((double)n * (1.0 - sqrt(1.0 - (double)t / T)) + 0.5) & ~(int64_t)1;
+    int64_t hi = t + 1 == p->threads ? n : (int64_t)((double)n * (1.0 - sqrt(1.0 - (double)(t + 1) / T)) + 0.5) & ~(int64_t)1;
+    *r0 = lo < n ? lo : n;
+    *r1 = hi < n ? hi : n;
+}
+
 static void *tf_phys_alloc(size_t bytes) {
     size_t rounded = (bytes + 63) / 64 * 64;
     return aligned_alloc(64, rounded ? rounded : 64);
@@ -382,6 +395,40 @@ static inline __m256 tf_phys_inv3_avx2_ps(__m256 r2, __m256 m) {
     return _mm256_mul_ps(_mm256_mul_ps(u, u), _mm256_mul_ps(m, u));
 }
 
+static inline __m256 tf_phys_rcube_avx2_ps(__m256 r2) {
+    /* 8 r2^-3/2 (the row kernel's sums are scaled by 1/8 afterwards) */
+    __m256 y = _mm256_rsqrt_ps(r2);
+    __m256 u = _mm256_mul_ps(y, _mm256_fnmadd_ps(_mm256_mul_ps(r2, y), y, _mm256_set1_ps(3.0f)));
+    return _mm256_mul_ps(_mm256_mul_ps(u, u), u);
+}
+
+/* f where row < j < n for the lanes j = jb + l, else 0. */
+static inline __m256 tf_phys_tri_mask_avx2_ps(__m256 f, int64_t jb, int64_t row, int64_t n) {
+    __m256i j = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)jb));
+    __m256i ok = _mm256_and_si256(_mm256_cmpgt_epi32(j, _mm256_set1_epi32((int)row)),
+                                  _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), j));
+    return _mm256_and_ps(f, _mm256_castsi256_ps(ok));
+}
+
+static inline __m256d tf_phys_tri_mask_avx2_pd(__m256d f, int64_t jb, int64_t row, int64_t n) {
+    __m256i j = _mm256_add_epi64(_mm256_setr_epi64x(0, 1, 2, 3), _mm256_set1_epi64x(jb));
+    __m256i ok = _mm256_and_si256(_mm256_cmpgt_epi64(j, _mm256_set1_epi64x(row)),
+                                  _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), j));
+    return _mm256_and_pd(f, _mm256_castsi256_pd(ok));
+}
+
+static inline float tf_phys_hsum_avx2_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline double tf_phys_hsum_avx2_pd(__m256d v) {
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
 static inline __m256 tf_phys_zero_lane_avx2_ps(__m256 v, int lane) {
     __m256i hit = _mm256_cmpeq_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(lane));
     return _mm256_andnot_ps(_mm256_castsi256_ps(hit), v);
@@ -406,6 +453,11 @@ static inline __m256d tf_phys_zero_lane_avx2_pd(__m256d v, int lane) {
 #define K_INV3(r2, m) tf_phys_inv3_avx2_ps((r2), (m))
 #define K_ACC_SCALE 0.125f
 #define K_ZERO_LANE(v, l) tf_phys_zero_lane_avx2_ps((v), (l))
+#define K_SYM_NAME tf_phys_rows_avx2_f32
+#define K_FNMADD(a, b, c) _mm256_fnmadd_ps((a), (b), (c))
+#define K_RCUBE(r2) tf_phys_rcube_avx2_ps(r2)
+#define K_TRI_MASK(f, jb, row, n) tf_phys_tri_mask_avx2_ps((f), (jb), (row), (n))
+#define K_HSUM(v) tf_phys_hsum_avx2_ps(v)
 #include "physics_simd.h"
 #undef K_NAME
 #undef K_REAL
@@ -421,6 +473,11 @@ static inline __m256d tf_phys_zero_lane_avx2_pd(__m256d v, int lane) {
 #undef K_INV3
 #undef K_ACC_SCALE
 #undef K_ZERO_LANE
+#undef K_SYM_NAME
+#undef K_FNMADD
+#undef K_RCUBE
+#undef K_TRI_MASK
+#undef K_HSUM
 
 #define K_NAME tf_phys_force_avx2_f64
 #define K_REAL double
@@ -436,6 +493,11 @@ static inline __m256d tf_phys_zero_lane_avx2_pd(__m256d v, int lane) {
 #define K_INV3(r2, m) _mm256_div_pd((m), _mm256_mul_pd((r2), _mm256_sqrt_pd(r2)))
 #define K_ACC_SCALE 1.0
 #define K_ZERO_LANE(v, l) tf_phys_zero_lane_avx2_pd((v), (l))
+#define K_SYM_NAME tf_phys_rows_avx2_f64
+#define K_FNMADD(a, b, c) _mm256_fnmadd_pd((a), (b), (c))
+#define K_RCUBE(r2) _mm256_div_pd(_mm256_set1_pd(1.0), _mm256_mul_pd((r2), _mm256_sqrt_pd(r2)))
+#define K_TRI_MASK(f, jb, row, n) tf_phys_tri_mask_avx2_pd((f), (jb), (row), (n))
+#define K_HSUM(v) tf_phys_hsum_avx2_pd(v)
 #include "physics_simd.h"
 #undef K_NAME
 #undef K_REAL
@@ -451,6 +513,11 @@ static inline __m256d tf_phys_zero_lane_avx2_pd(__m256d v, int lane) {
 #undef K_INV3
 #undef K_ACC_SCALE
 #undef K_ZERO_LANE
+#undef K_SYM_NAME
+#undef K_FNMADD
+#undef K_RCUBE
+#undef K_TRI_MASK
+#undef K_HSUM
 
 #if defined(__clang__)
 #pragma clang attribute pop
@@ -468,6 +535,26 @@ static inline __m512 tf_phys_inv3_avx512_ps(__m512 r2, __m512 m) {
     return _mm512_mul_ps(_mm512_mul_ps(u, u), _mm512_mul_ps(m, u));
 }
 
+static inline __m512 tf_phys_rcube_avx512_ps(__m512 r2) {
+    __m512 y = _mm512_rsqrt14_ps(r2);
+    __m512 u = _mm512_mul_ps(y, _mm512_fnmadd_ps(_mm512_mul_ps(r2, y), y, _mm512_set1_ps(3.0f)));
+    return _mm512_mul_ps(_mm512_mul_ps(u, u), u);
+}
+
+static inline __m512 tf_phys_tri_mask_avx512_ps(__m512 f, int64_t jb, int64_t row, int64_t n) {
+    __m512i j = _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                 _mm512_set1_epi32((int)jb));
+    __mmask16 ok = _mm512_cmpgt_epi32_mask(j, _mm512_set1_epi32((int)row)) &
+                   _mm512_cmpgt_epi32_mask(_mm512_set1_epi32((int)n), j);
+    return _mm512_maskz_mov_ps(ok, f);
+}
+
+static inline __m512d tf_phys_tri_mask_avx512_pd(__m512d f, int64_t jb, int64_t row, int64_t n) {
+    __m512i j = _mm512_add_epi64(_mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi64(jb));
+    __mmask8 ok = _mm512_cmpgt_epi64_mask(j, _mm512_set1_epi64(row)) & _mm512_cmpgt_epi64_mask(_mm512_set1_epi64(n), j);
+    return _mm512_maskz_mov_pd(ok, f);
+}
+
 #define K_NAME tf_phys_force_avx512_f32
 #define K_REAL float
 #define K_VEC __m512
@@ -482,6 +569,11 @@ static inline __m512 tf_phys_inv3_avx512_ps(__m512 r2, __m512 m) {
 #define K_INV3(r2, m) tf_phys_inv3_avx512_ps((r2), (m))
 #define K_ACC_SCALE 0.125f
 #define K_ZERO_LANE(v, l) _mm512_maskz_mov_ps((__mmask16)~(1u << (l)), (v))
+#define K_SYM_NAME tf_phys_rows_avx512_f32
+#define K_FNMADD(a, b, c) _mm512_fnmadd_ps((a), (b), (c))
+#define K_RCUBE(r2) tf_phys_rcube_avx512_ps(r2)
+#define K_TRI_MASK(f, jb, row, n) tf_phys_tri_mask_avx512_ps((f), (jb), (row), (n))
+#define K_HSUM(v) _mm512_reduce_add_ps(v)
 #include "physics_simd.h"
 #undef K_NAME
 #undef K_REAL
@@ -497,6 +589,11 @@ static inline __m512 tf_phys_inv3_avx512_ps(__m512 r2, __m512 m) {
 #undef K_INV3
 #undef K_ACC_SCALE
 #undef K_ZERO_LANE
+#undef K_SYM_NAME
+#undef K_FNMADD
+#undef K_RCUBE
+#undef K_TRI_MASK
+#undef K_HSUM
 
 #define K_NAME tf_phys_force_avx512_f64
 #define K_REAL double
@@ -512,6 +609,11 @@ static inline __m512 tf_phys_inv3_avx512_ps(__m512 r2, __m512 m) {
 #define K_INV3(r2, m) _mm512_div_pd((m), _mm512_mul_pd((r2), _mm512_sqrt_pd(r2)))
 #define K_ACC_SCALE 1.0
 #define K_ZERO_LANE(v, l) _mm512_maskz_mov_pd((__mmask8)~(1u << (l)), (v))
+#define K_SYM_NAME tf_phys_rows_avx512_f64
+#define K_FNMADD(a, b, c) _mm512_fnmadd_pd((a), (b), (c))
+#define K_RCUBE(r2) _mm512_div_pd(_mm512_set1_pd(1.0), _mm512_mul_pd((r2), _mm512_sqrt_pd(r2)))
+#define K_TRI_MASK(f, jb, row, n) tf_phys_tri_mask_avx512_pd((f), (jb), (row), (n))
+#define K_HSUM(v) _mm512_reduce_add_pd(v)
 #include "physics_simd.h"
 #undef K_NAME
 #undef K_REAL
@@ -527,6 +629,11 @@ static inline __m512 tf_phys_inv3_avx512_ps(__m512 r2, __m512 m) {
 #undef K_INV3
 #undef K_ACC_SCALE
 #undef K_ZERO_LANE
+#undef K_SYM_NAME
+#undef K_FNMADD
+#undef K_RCUBE
+#undef K_TRI_MASK
+#undef K_HSUM
 
 #if defined(__clang__)
 #pragma clang attribute pop

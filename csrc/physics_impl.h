@@ -34,32 +34,46 @@ static void P(tf_phys_force_scalar)(const P_REAL *x, const P_REAL *y, const P_RE
     }
 }
 
-static P(tf_phys_force_fn) P(tf_phys_pick_force)(void) {
+/* The kernels of one SIMD level: `pairs` computes each body's sum over all others
+ * (any range of bodies, complete sums); `rows` each pair once (see physics_simd.h),
+ * into per-thread buffers summed afterwards and scaled by rows_scale. */
+typedef struct {
+    P(tf_phys_force_fn) pairs, rows;
+    P_REAL rows_scale;
+} P(tf_phys_kernels);
+
+static P(tf_phys_kernels) P(tf_phys_pick_kernels)(void) {
+    P(tf_phys_kernels) k = {P(tf_phys_force_scalar), NULL, 1};
 #if TF_PHYS_X86
     int level = tf_simd_level();
-    if (level >= TF_SIMD_AVX512) return P(tf_phys_force_avx512);
-    if (level >= TF_SIMD_AVX2) return P(tf_phys_force_avx2);
+    const P_REAL scale = sizeof(P_REAL) == sizeof(float) ? (P_REAL)0.125 : (P_REAL)1;
+    if (level >= TF_SIMD_AVX512) k = (P(tf_phys_kernels)){P(tf_phys_force_avx512), P(tf_phys_rows_avx512), scale};
+    else if (level >= TF_SIMD_AVX2) k = (P(tf_phys_kernels)){P(tf_phys_force_avx2), P(tf_phys_rows_avx2), scale};
 #endif
-    return P(tf_phys_force_scalar);
+    return k;
 }
 
 /* One call's shared state. Per system s, soa[k] holds x | y | z (each npad long) at
- * s * 3 * npad, acc holds ax | ay | az likewise, and gm holds G m at s * npad. */
+ * s * 3 * npad, acc holds ax | ay | az likewise, and gm holds G m at s * npad. With
+ * the row kernel, each thread also has 3 * npad of sums per system it works on at
+ * once (bufs: all systems in shared mode, one in systems mode). */
 typedef struct {
     tf_phys_control ctl;
     P_REAL *pos, *vel, *traj;
     const P_REAL *mass;
-    int64_t n, npad, frames, steps, rec;
+    int64_t n, npad, frames, steps, rec, systems;
     int leapfrog;
     P_REAL dt, half_dt, eps2, G;
-    P_REAL *soa[2], *acc, *gm;
-    P(tf_phys_force_fn) force;
+    P_REAL *soa[2], *acc, *gm, *bufs;
+    P(tf_phys_kernels) k;
+    int use_rows;
 } P(tf_phys_ctx);
 
 typedef struct {
     P(tf_phys_ctx) *ctx;
     int tid;
-    int64_t i0, i1; /* shared mode: bodies of this thread in each system */
+    int64_t i0, i1; /* bodies this thread integrates in each of its systems */
+    int64_t r0, r1; /* rows of the pair triangle it computes (row kernel) */
 } P(tf_phys_job);
 
 /* Positions of bodies [i0, i1) of system s into buffer `which` (and the pad lanes,
@@ -96,11 +110,46 @@ static void P(tf_phys_update)(P(tf_phys_ctx) *c, int64_t s, int64_t i0, int64_t 
     if (next >= 0) P(tf_phys_scatter)(c, next, s, i0, i1);
 }
 
-static void P(tf_phys_forces)(P(tf_phys_ctx) *c, int which, int64_t s, int64_t i0, int64_t i1) {
+/* This thread's buffer of sums for system s. */
+static P_REAL *P(tf_phys_buf)(P(tf_phys_ctx) *c, int tid, int64_t s) {
+    int64_t slot = c->ctl.shared ? (int64_t)tid * c->systems + s : tid;
+    return c->bufs + slot * 3 * c->npad;
+}
+
+/* Forces of system s from buffer `which`, first phase: the pair kernel writes the
+ * accelerations of this thread's bodies; the row kernel adds this thread's rows into
+ * its buffer (complete only after the gather). */
+static void P(tf_phys_forces)(P(tf_phys_ctx) *c, const P(tf_phys_job) *job, int which, int64_t s) {
     const P_REAL *x = c->soa[which] + s * 3 * c->npad;
-    P_REAL *a = c->acc + s * 3 * c->npad;
-    c->force(x, x + c->npad, x + 2 * c->npad, c->gm + s * c->npad, c->n, i0, i1, c->eps2, a,
-             a + c->npad, a + 2 * c->npad);
+    const int64_t np = c->npad;
+    if (!c->use_rows) {
+        P_REAL *a = c->acc + s * 3 * np;
+        c->k.pairs(x, x + np, x + 2 * np, c->gm + s * np, c->n, job->i0, job->i1, c->eps2, a, a + np, a + 2 * np);
+        return;
+    }
+    P_REAL *b = P(tf_phys_buf)(c, job->tid, s);
+    memset(b, 0, (size_t)(3 * np) * sizeof(P_REAL));
+    c->k.rows(x, x + np, x + 2 * np, c->gm + s * np, c->n, job->r0, job->r1, c->eps2, b, b + np, b + 2 * np);
+}
+
+/* Second phase (after a barrier in shared mode): the accelerations of this thread's
+ * bodies are the scaled sum of every thread's buffer, in thread order. */
+static void P(tf_phys_gather)(P(tf_phys_ctx) *c, const P(tf_phys_job) *job, int64_t s) {
+    if (!c->use_rows) return;
+    const int64_t np = c->npad, i0 = job->i0, i1 = job->i1;
+    const int threads = c->ctl.shared ? c->ctl.threads : 1;
+    const int first = c->ctl.shared ? 0 : job->tid;
+    P_REAL *a = c->acc + s * 3 * np;
+    const P_REAL scale = c->k.rows_scale;
+    for (int64_t q = 0; q < 3 * np; q += np) {
+        const P_REAL *b0 = P(tf_phys_buf)(c, first, s) + q;
+        for (int64_t i = i0; i < i1; i++) a[q + i] = b0[i];
+        for (int t = 1; t < threads; t++) {
+            const P_REAL *b = P(tf_phys_buf)(c, t, s) + q;
+            for (int64_t i = i0; i < i1; i++) a[q + i] += b[i];
+        }
+        for (int64_t i = i0; i < i1; i++) a[q + i] *= scale;
+    }
 }
 
 static void P(tf_phys_record)(P(tf_phys_ctx) *c, int64_t s, int64_t frame, int64_t i0, int64_t i1) {
@@ -109,17 +158,18 @@ static void P(tf_phys_record)(P(tf_phys_ctx) *c, int64_t s, int64_t frame, int64
            (size_t)(i1 - i0) * 3 * sizeof(P_REAL));
 }
 
-/* Steps of systems [s0, s1), bodies [i0, i1) of each, by thread `tid`. Leapfrog is run
- * as half kick, drift, then (force, full kick, drift) per step with the last kick
- * halved, so each step costs one force evaluation and the state is synchronised at
- * the end. Shared mode: every thread runs all systems, one barrier per step (plus one
- * before leapfrog's first force); the progress slot counts steps. Systems mode: one
+/* Steps of systems [s0, s1) by one thread (its bodies and rows are in `job`). Leapfrog
+ * is run as half kick, drift, then (force, full kick, drift) per step with the last
+ * kick halved, so each step costs one force evaluation and the state is synchronised
+ * at the end. Shared mode: every thread runs all systems, with a barrier before each
+ * force evaluation (the positions are complete) and, with the row kernel, one after
+ * it (the buffers are complete); the progress slot counts steps. Systems mode: one
  * system, no barrier; the slot counts system-steps. Returns 1 if stopped early. */
-static int P(tf_phys_steps)(P(tf_phys_ctx) *c, int tid, int64_t s0, int64_t s1, int64_t i0, int64_t i1,
-                            int *sense) {
+static int P(tf_phys_steps)(P(tf_phys_ctx) *c, const P(tf_phys_job) *job, int64_t s0, int64_t s1, int *sense) {
     tf_phys_control *ctl = &c->ctl;
-    const int shared = ctl->shared;
-    const int64_t rec = c->rec;
+    const int shared = ctl->shared, tid = job->tid;
+    const int two_phase = shared && c->use_rows;
+    const int64_t rec = c->rec, i0 = job->i0, i1 = job->i1;
     for (int64_t s = s0; s < s1; s++) {
         const P_REAL *m = c->mass + s * c->n;
         P_REAL *gm = c->gm + s * c->npad;
@@ -131,8 +181,10 @@ static int P(tf_phys_steps)(P(tf_phys_ctx) *c, int tid, int64_t s0, int64_t s1, 
     int cur = 0;
     if (c->leapfrog) {
         if (shared) tf_phys_barrier(ctl, sense);
+        for (int64_t s = s0; s < s1; s++) P(tf_phys_forces)(c, job, 0, s);
+        if (two_phase) tf_phys_barrier(ctl, sense);
         for (int64_t s = s0; s < s1; s++) {
-            P(tf_phys_forces)(c, 0, s, i0, i1);
+            P(tf_phys_gather)(c, job, s);
             P(tf_phys_update)(c, s, i0, i1, c->half_dt, 1, 1);
         }
         cur = 1;
@@ -146,8 +198,10 @@ static int P(tf_phys_steps)(P(tf_phys_ctx) *c, int tid, int64_t s0, int64_t s1, 
         const int stopping = stop >= 0 && (!shared || stop <= k);
         const int last = k == c->steps - 1 || stopping;
         const int record = rec > 0 && (k + 1) % rec == 0;
+        for (int64_t s = s0; s < s1; s++) P(tf_phys_forces)(c, job, cur, s);
+        if (two_phase) tf_phys_barrier(ctl, sense);
         for (int64_t s = s0; s < s1; s++) {
-            P(tf_phys_forces)(c, cur, s, i0, i1);
+            P(tf_phys_gather)(c, job, s);
             if (c->leapfrog) {
                 if (record) P(tf_phys_record)(c, s, (k + 1) / rec - 1, i0, i1);
                 if (last) P(tf_phys_update)(c, s, i0, i1, c->half_dt, 0, -1);
@@ -173,14 +227,14 @@ static void P(tf_phys_work)(P(tf_phys_job) *job) {
     tf_phys_control *ctl = &c->ctl;
     int sense = 0;
     if (ctl->shared) {
-        P(tf_phys_steps)(c, job->tid, 0, ctl->systems, job->i0, job->i1, &sense);
+        P(tf_phys_steps)(c, job, 0, ctl->systems, &sense);
         if (job->tid != 0) tf_phys_finish_one(ctl, 1);
         return;
     }
     for (;;) {
         int64_t s = atomic_fetch_add(&ctl->next_system, 1);
         if (s >= ctl->systems) break;
-        int stopped = P(tf_phys_steps)(c, job->tid, s, s + 1, 0, c->n, &sense);
+        int stopped = P(tf_phys_steps)(c, job, s, s + 1, &sense);
         tf_phys_finish_one(ctl, 1);
         if (stopped || atomic_load(&ctl->stop_after) >= 0) break;
     }
@@ -201,9 +255,14 @@ static void *P(tf_phys_thread)(void *arg) {
 
 static void P(tf_phys_split_job)(void *arg, const tf_phys_plan *plan, int t) {
     P(tf_phys_job) *job = (P(tf_phys_job) *)arg;
-    (void)t;
-    if (plan->shared) tf_phys_split(plan, job->ctx->n, job->tid, &job->i0, &job->i1);
-    else job->i0 = 0, job->i1 = job->ctx->n;
+    const int64_t n = job->ctx->n;
+    if (plan->shared) {
+        tf_phys_split(plan, n, t, &job->i0, &job->i1);
+        tf_phys_split_rows(plan, n, t, &job->r0, &job->r1);
+    } else {
+        job->i0 = job->r0 = 0;
+        job->i1 = job->r1 = n;
+    }
 }
 
 static int P(tf_phys_check)(const char *fname, const P_REAL *pos, const P_REAL *vel,
@@ -280,14 +339,18 @@ int P(tf_physics_nbody)(P_REAL *pos, P_REAL *vel, const P_REAL *mass, int64_t b,
     c->half_dt = (P_REAL)(0.5 * params->dt);
     c->eps2 = (P_REAL)(params->softening * params->softening);
     c->G = (P_REAL)params->G;
-    c->force = P(tf_phys_pick_force)();
+    c->systems = b;
+    c->k = P(tf_phys_pick_kernels)();
+    c->use_rows = c->k.rows != NULL && n >= TF_PHYS_ROWS_MIN && n < INT32_MAX / 2;
     for (int t = 0; t < plan.threads; t++) {
         jobs[t].ctx = c;
         jobs[t].tid = t; /* read by each thread as it starts, before `go` */
     }
 
-    /* Scratch: two position buffers, the accelerations (3 npad each) and G m (npad). */
-    P_REAL *scratch = tf_phys_alloc((size_t)b * (size_t)c->npad * 10 * sizeof(P_REAL));
+    /* Scratch: two position buffers, the accelerations (3 npad each) and G m (npad)
+     * per system, and the row kernel's per-thread sums. */
+    size_t nbufs = c->use_rows ? (size_t)plan.threads * (plan.shared ? (size_t)b : 1) : 0;
+    P_REAL *scratch = tf_phys_alloc(((size_t)b * 10 + nbufs * 3) * (size_t)c->npad * sizeof(P_REAL));
     if (!scratch) {
         free(block);
         return tf_error(TF_ENOMEM, "%s: cannot allocate scratch for %lld x %lld bodies", fname, (long long)b,
@@ -297,6 +360,7 @@ int P(tf_physics_nbody)(P_REAL *pos, P_REAL *vel, const P_REAL *mass, int64_t b,
     c->soa[1] = scratch + (size_t)b * 3 * c->npad;
     c->acc = scratch + (size_t)b * 6 * c->npad;
     c->gm = scratch + (size_t)b * 9 * c->npad;
+    c->bufs = scratch + (size_t)b * 10 * c->npad;
 
     int64_t stopped_at = 0;
     rc = tf_phys_run(&c->ctl, &plan, P(tf_phys_thread), P(tf_phys_split_job), jobs, sizeof jobs[0], &stopped_at);

@@ -77,3 +77,76 @@ __attribute__((noinline)) static void K_NAME(const K_REAL *x, const K_REAL *y, c
         K_STORE(az + ib + K_W, K_MUL(az1, scale));
     }
 }
+
+/* The same forces computed once per pair (Newton's third law), rows [r0, r1) of the
+ * upper triangle: for each row i, the bodies j > i in vectors of K_W. Row i's sum is
+ * reduced horizontally once per row; the reaction is written into a[j] as it goes
+ * (loaded and stored per vector, which costs loads and stores, not arithmetic), so the
+ * arithmetic per pair is about half of K_NAME's. Two rows share every load of j.
+ * Adds into ax, ay, az (npad long, zeroed by the caller) the sums times 1/K_ACC_SCALE,
+ * without G (gm carries it). The first vector of a row and the last one (past n) are
+ * masked by index, so the self term and the padding never count. */
+__attribute__((noinline)) static void K_SYM_NAME(const K_REAL *x, const K_REAL *y, const K_REAL *z,
+                                                 const K_REAL *gm, int64_t n, int64_t r0, int64_t r1,
+                                                 K_REAL eps2, K_REAL *ax, K_REAL *ay, K_REAL *az) {
+    const K_VEC veps2 = K_SET1(eps2);
+    const int64_t npad = (n + K_W - 1) / K_W * K_W;
+    if (r1 > n) r1 = n;
+
+#define K_ROW_TERM(XI, YI, ZI, MI, ROW, SX, SY, SZ, AJX, AJY, AJZ)                          \
+    do {                                                                                    \
+        K_VEC dx = K_SUB(xj, XI), dy = K_SUB(yj, YI), dz = K_SUB(zj, ZI);                   \
+        K_VEC f = K_RCUBE(K_FMADD(dz, dz, K_FMADD(dy, dy, K_FMADD(dx, dx, veps2))));       \
+        if (edge) f = K_TRI_MASK(f, jb, ROW, n);                                            \
+        K_VEC wi = K_MUL(mj, f), wj = K_MUL(MI, f);                                         \
+        SX = K_FMADD(wi, dx, SX);                                                           \
+        SY = K_FMADD(wi, dy, SY);                                                           \
+        SZ = K_FMADD(wi, dz, SZ);                                                           \
+        AJX = K_FNMADD(wj, dx, AJX);                                                        \
+        AJY = K_FNMADD(wj, dy, AJY);                                                        \
+        AJZ = K_FNMADD(wj, dz, AJZ);                                                        \
+    } while (0)
+
+    int64_t i = r0;
+    for (; i + 1 < r1; i += 2) {
+        const K_VEC xa = K_SET1(x[i]), ya = K_SET1(y[i]), za = K_SET1(z[i]), ma = K_SET1(gm[i]);
+        const K_VEC xb = K_SET1(x[i + 1]), yb = K_SET1(y[i + 1]), zb = K_SET1(z[i + 1]), mb = K_SET1(gm[i + 1]);
+        K_VEC sax = K_ZERO(), say = K_ZERO(), saz = K_ZERO();
+        K_VEC sbx = K_ZERO(), sby = K_ZERO(), sbz = K_ZERO();
+        const int64_t j0 = (i + 1) / K_W * K_W;
+        for (int64_t jb = j0; jb < npad; jb += K_W) {
+            const K_VEC xj = K_LOAD(x + jb), yj = K_LOAD(y + jb), zj = K_LOAD(z + jb), mj = K_LOAD(gm + jb);
+            const int edge = jb == j0 || jb + K_W > n;
+            K_VEC ajx = K_LOAD(ax + jb), ajy = K_LOAD(ay + jb), ajz = K_LOAD(az + jb);
+            K_ROW_TERM(xa, ya, za, ma, i, sax, say, saz, ajx, ajy, ajz);
+            K_ROW_TERM(xb, yb, zb, mb, i + 1, sbx, sby, sbz, ajx, ajy, ajz);
+            K_STORE(ax + jb, ajx);
+            K_STORE(ay + jb, ajy);
+            K_STORE(az + jb, ajz);
+        }
+        ax[i] += K_HSUM(sax);
+        ay[i] += K_HSUM(say);
+        az[i] += K_HSUM(saz);
+        ax[i + 1] += K_HSUM(sbx);
+        ay[i + 1] += K_HSUM(sby);
+        az[i + 1] += K_HSUM(sbz);
+    }
+    for (; i < r1; i++) {
+        const K_VEC xa = K_SET1(x[i]), ya = K_SET1(y[i]), za = K_SET1(z[i]), ma = K_SET1(gm[i]);
+        K_VEC sax = K_ZERO(), say = K_ZERO(), saz = K_ZERO();
+        const int64_t j0 = (i + 1) / K_W * K_W;
+        for (int64_t jb = j0; jb < npad; jb += K_W) {
+            const K_VEC xj = K_LOAD(x + jb), yj = K_LOAD(y + jb), zj = K_LOAD(z + jb), mj = K_LOAD(gm + jb);
+            const int edge = jb == j0 || jb + K_W > n;
+            K_VEC ajx = K_LOAD(ax + jb), ajy = K_LOAD(ay + jb), ajz = K_LOAD(az + jb);
+            K_ROW_TERM(xa, ya, za, ma, i, sax, say, saz, ajx, ajy, ajz);
+            K_STORE(ax + jb, ajx);
+            K_STORE(ay + jb, ajy);
+            K_STORE(az + jb, ajz);
+        }
+        ax[i] += K_HSUM(sax);
+        ay[i] += K_HSUM(say);
+        az[i] += K_HSUM(saz);
+    }
+#undef K_ROW_TERM
+}
