@@ -84,13 +84,20 @@ typedef struct {
     tf_phys_slot *done;
     void *base; /* the allocation this lives in */
     /* shared between threads */
-    _Atomic int go;       /* futex word: 1 once the threads may start */
-    _Atomic int refs;     /* the caller plus the threads that have not left */
-    _Atomic int barrier_count, barrier_sense, sleepers;
-    _Atomic int64_t next_system; /* systems mode: the next system nobody has taken */
-    _Atomic int64_t remaining;   /* systems mode: systems not finished; shared: worker threads */
+    _Atomic int go;   /* futex word: 1 once the threads may start */
+    _Atomic int refs; /* the caller plus the threads that have not left */
+    /* systems mode */
+    _Atomic int64_t next_system; /* the next system nobody has taken */
+    _Atomic int64_t remaining;   /* systems not finished */
     _Atomic int finished;        /* futex word: 1 once remaining reached 0 */
-    _Atomic int64_t stop_after;  /* -1, or the step after which every thread stops */
+    _Atomic int64_t stop_after;  /* -1, or >= 0 once a stop was requested */
+    /* shared mode: phases of work units */
+    _Atomic int64_t open_phase;  /* the phase whose units may be taken; INT64_MAX: done */
+    _Atomic int open_seq;        /* futex word: bumped whenever a phase opens */
+    _Atomic int64_t claim;       /* (phase & 0x7fffffff) << 32 | next unit of that phase */
+    _Atomic int64_t phase_done;  /* units of the open phase finished */
+    _Atomic int stop_requested;
+    _Atomic int64_t steps_done;
     /* thread 0 only */
     double next_report;
     int interrupted;
@@ -161,17 +168,30 @@ static void tf_phys_await_change(_Atomic int *word, int value, _Atomic int *slee
     }
 }
 
-/* Sense-reversing barrier of the `threads` threads. */
-static void tf_phys_barrier(tf_phys_control *c, int *sense) {
-    const int s = !*sense;
-    *sense = s;
-    if (atomic_fetch_add_explicit(&c->barrier_count, 1, memory_order_acq_rel) == c->threads - 1) {
-        atomic_store_explicit(&c->barrier_count, 0, memory_order_relaxed);
-        atomic_store(&c->barrier_sense, s); /* seq_cst: ordered before the load of sleepers */
-        if (atomic_load(&c->sleepers) > 0) tf_phys_wake_all(&c->barrier_sense);
-    } else {
-        tf_phys_await_change(&c->barrier_sense, !s, &c->sleepers);
+/* Shared mode: take the next of the `units` units of `phase`, or -1 if none is left
+ * (or the phase is over). The phase tag and the unit are one atomic word, and the
+ * limit is the caller's own count for that phase, so a thread that is late for a
+ * phase can never take a unit of it that does not exist. */
+static int64_t tf_phys_grab(tf_phys_control *c, int64_t phase, int64_t units) {
+    const int64_t tag = (phase & 0x7fffffff) << 32;
+    int64_t v = atomic_load(&c->claim);
+    for (;;) {
+        if ((v & ~(int64_t)0xffffffff) != tag) return -1;
+        int64_t unit = v & 0xffffffff;
+        if (unit >= units) return -1;
+        if (atomic_compare_exchange_weak(&c->claim, &v, v + 1)) return unit;
     }
+}
+
+/* Shared mode: open `phase` (INT64_MAX: the run is over). Called
+ * by the thread that finished the previous phase's last unit, so nobody else touches
+ * the counters now; the release store of open_phase publishes them. */
+static void tf_phys_open_phase(tf_phys_control *c, int64_t phase) {
+    atomic_store(&c->phase_done, 0);
+    atomic_store(&c->claim, (phase & 0x7fffffff) << 32);
+    atomic_store(&c->open_phase, phase);
+    atomic_fetch_add(&c->open_seq, 1);
+    tf_phys_wake_all(&c->open_seq);
 }
 
 static void tf_phys_finish_one(tf_phys_control *c, int64_t count) {
@@ -194,12 +214,14 @@ static int64_t tf_phys_min_done(tf_phys_control *c) {
         if (d < m) m = d;
         sum += d;
     }
-    return c->shared ? m : sum / (c->systems > 0 ? c->systems : 1);
+    if (c->shared) return atomic_load(&c->steps_done);
+    (void)m;
+    return sum / (c->systems > 0 ? c->systems : 1);
 }
 
-/* Called by thread 0 only. On a stop request, every thread stops after step
- * `stop_at` (shared mode) or after its current step (systems mode, where the systems
- * nobody has taken yet are withdrawn). */
+/* Called by thread 0 only. On a stop request, shared mode ends with the step whose
+ * update phase opens next; in systems mode each thread stops after its current step
+ * and the systems nobody has taken yet are withdrawn. */
 static void tf_phys_report(tf_phys_control *c, int64_t stop_at, int force) {
     if (!c->fn || c->interrupted) return;
     double now = tf_phys_now();
@@ -207,6 +229,7 @@ static void tf_phys_report(tf_phys_control *c, int64_t stop_at, int force) {
     c->next_report = now + TF_PHYS_REPORT_S;
     if (c->fn(c->handle, tf_phys_min_done(c), c->steps) != 0) {
         c->interrupted = 1;
+        atomic_store(&c->stop_requested, 1);
         atomic_store(&c->stop_after, stop_at);
         if (!c->shared) {
             int64_t taken = atomic_exchange(&c->next_system, INT64_MAX / 2);
@@ -234,24 +257,6 @@ static tf_phys_plan tf_phys_make_plan(int64_t b, int64_t n, int64_t steps, int n
     return p;
 }
 
-/* Shared mode: the bodies of thread t, in whole blocks of TF_PHYS_PAD. */
-static void tf_phys_split(const tf_phys_plan *p, int64_t n, int t, int64_t *i0, int64_t *i1) {
-    int64_t k0 = p->blocks * t / p->threads, k1 = p->blocks * (t + 1) / p->threads;
-    *i0 = k0 * TF_PHYS_PAD;
-    *i1 = k1 * TF_PHYS_PAD < n ? k1 * TF_PHYS_PAD : n;
-}
-
-/* Shared mode, row kernel: rows [r0, r1) of thread t, so that every thread gets the
- * same number of pairs (row i has n - 1 - i): the boundaries are n (1 - sqrt(1 - t/T)),
- * rounded to even rows (the kernel takes rows in twos). */
-static void tf_phys_split_rows(const tf_phys_plan *p, int64_t n, int t, int64_t *r0, int64_t *r1) {
-    double T = (double)p->threads;
-    int64_t lo = (int64_t)((double)n * (1.0 - sqrt(1.0 - (double)t / T)) + 0.5) & ~(int64_t)1;
-    int64_t hi = t + 1 == p->threads ? n : (int64_t)((double)n * (1.0 - sqrt(1.0 - (double)(t + 1) / T)) + 0.5) & ~(int64_t)1;
-    *r0 = lo < n ? lo : n;
-    *r1 = hi < n ? hi : n;
-}
-
 static void *tf_phys_alloc(size_t bytes) {
     size_t rounded = (bytes + 63) / 64 * 64;
     return aligned_alloc(64, rounded ? rounded : 64);
@@ -264,8 +269,7 @@ static void tf_phys_free(void *p) { free(p); }
  * wait for the work (not the threads) to finish, reporting progress. Returns
  * TF_EINTERRUPTED if the callback asked to stop. The control is left (and maybe
  * freed) before returning; its results are copied out first. */
-static int tf_phys_run(tf_phys_control *c, tf_phys_plan *plan, void *(*thread_fn)(void *),
-                       void (*split)(void *job, const tf_phys_plan *plan, int t), void *jobs,
+static int tf_phys_run(tf_phys_control *c, tf_phys_plan *plan, void *(*thread_fn)(void *), void *jobs,
                        size_t job_size, int64_t *stopped_at) {
     pthread_attr_t attr;
     int have_attr = plan->threads > 1 && pthread_attr_init(&attr) == 0 &&
@@ -282,25 +286,27 @@ static int tf_phys_run(tf_phys_control *c, tf_phys_plan *plan, void *(*thread_fn
         plan->threads = started;
         if (started == 1) plan->shared = 0;
     }
-    for (int t = 0; t < plan->threads; t++) split((char *)jobs + (size_t)t * job_size, plan, t);
     c->shared = plan->shared;
     c->threads = plan->threads;
     atomic_init(&c->refs, plan->threads);
-    atomic_init(&c->barrier_count, 0);
-    atomic_init(&c->barrier_sense, 0);
-    atomic_init(&c->sleepers, 0);
     atomic_init(&c->next_system, 0);
-    atomic_init(&c->remaining, plan->shared ? plan->threads - 1 : c->systems);
-    atomic_init(&c->finished, atomic_load(&c->remaining) == 0);
+    atomic_init(&c->remaining, c->shared ? 0 : c->systems);
+    atomic_init(&c->finished, c->shared);
     atomic_init(&c->stop_after, -1);
+    atomic_init(&c->stop_requested, 0);
+    atomic_init(&c->steps_done, 0);
+    atomic_init(&c->open_seq, 0);
+    atomic_init(&c->phase_done, 0);
+    atomic_init(&c->claim, 0);
+    atomic_init(&c->open_phase, 0);
     for (int t = 0; t < plan->threads; t++) atomic_init(&c->done[t].steps, 0);
     c->interrupted = 0;
     c->next_report = tf_phys_now() + TF_PHYS_REPORT_S;
 
     atomic_store(&c->go, 1);
     if (started > 1) tf_phys_wake_all(&c->go);
-    thread_fn(jobs); /* job 0; it does not leave the control */
-    while (!atomic_load(&c->finished)) {
+    thread_fn(jobs); /* job 0 (shared mode: returns when the last phase is done) */
+    while (!atomic_load(&c->finished)) { /* systems mode: others finish their systems */
         if (c->fn) {
             tf_phys_sleep_on(&c->finished, 0, TF_PHYS_REPORT_S);
             tf_phys_report(c, 0, 0);

@@ -54,9 +54,9 @@ static P(tf_phys_kernels) P(tf_phys_pick_kernels)(void) {
 }
 
 /* One call's shared state. Per system s, soa[k] holds x | y | z (each npad long) at
- * s * 3 * npad, acc holds ax | ay | az likewise, and gm holds G m at s * npad. With
- * the row kernel, each thread also has 3 * npad of sums per system it works on at
- * once (bufs: all systems in shared mode, one in systems mode). */
+ * s * 3 * npad, acc holds ax | ay | az likewise, and gm holds G m at s * npad. The
+ * row kernel adds into buffers of 3 * npad: one per thread in systems mode, one per
+ * (system, chunk of rows) in shared mode. */
 typedef struct {
     tf_phys_control ctl;
     P_REAL *pos, *vel, *traj;
@@ -67,17 +67,19 @@ typedef struct {
     P_REAL *soa[2], *acc, *gm, *bufs;
     P(tf_phys_kernels) k;
     int use_rows;
+    /* shared mode: bodies in blocks of `blk` (nblk of them), forces in nforce units:
+     * chunks of rows with equal numbers of pairs (row kernel) or body blocks */
+    int64_t blk, nblk, nforce;
+    int stage_last; /* the update phase now open ends the run (written by its opener) */
 } P(tf_phys_ctx);
 
 typedef struct {
     P(tf_phys_ctx) *ctx;
     int tid;
-    int64_t i0, i1; /* bodies this thread integrates in each of its systems */
-    int64_t r0, r1; /* rows of the pair triangle it computes (row kernel) */
 } P(tf_phys_job);
 
 /* Positions of bodies [i0, i1) of system s into buffer `which` (and the pad lanes,
- * by the thread that owns the last body). */
+ * with the last body). */
 static void P(tf_phys_scatter)(P(tf_phys_ctx) *c, int which, int64_t s, int64_t i0, int64_t i1) {
     P_REAL *x = c->soa[which] + s * 3 * c->npad, *y = x + c->npad, *z = y + c->npad;
     const P_REAL *p = c->pos + s * c->n * 3;
@@ -88,6 +90,16 @@ static void P(tf_phys_scatter)(P(tf_phys_ctx) *c, int which, int64_t s, int64_t 
     }
     if (i1 == c->n)
         for (int64_t i = c->n; i < c->npad; i++) x[i] = y[i] = z[i] = 0;
+}
+
+/* G m of bodies [i0, i1) of system s, and their positions into buffer 0. */
+static void P(tf_phys_init)(P(tf_phys_ctx) *c, int64_t s, int64_t i0, int64_t i1) {
+    const P_REAL *m = c->mass + s * c->n;
+    P_REAL *gm = c->gm + s * c->npad;
+    for (int64_t i = i0; i < i1; i++) gm[i] = c->G * m[i];
+    if (i1 == c->n)
+        for (int64_t i = c->n; i < c->npad; i++) gm[i] = 0;
+    P(tf_phys_scatter)(c, 0, s, i0, i1);
 }
 
 /* Velocities += a * kick; if drift != 0, positions += v * drift, also into buffer `next`. */
@@ -110,131 +122,200 @@ static void P(tf_phys_update)(P(tf_phys_ctx) *c, int64_t s, int64_t i0, int64_t 
     if (next >= 0) P(tf_phys_scatter)(c, next, s, i0, i1);
 }
 
-/* This thread's buffer of sums for system s. */
-static P_REAL *P(tf_phys_buf)(P(tf_phys_ctx) *c, int tid, int64_t s) {
-    int64_t slot = c->ctl.shared ? (int64_t)tid * c->systems + s : tid;
-    return c->bufs + slot * 3 * c->npad;
-}
-
-/* Forces of system s from buffer `which`, first phase: the pair kernel writes the
- * accelerations of this thread's bodies; the row kernel adds this thread's rows into
- * its buffer (complete only after the gather). */
-static void P(tf_phys_forces)(P(tf_phys_ctx) *c, const P(tf_phys_job) *job, int which, int64_t s) {
-    const P_REAL *x = c->soa[which] + s * 3 * c->npad;
-    const int64_t np = c->npad;
-    if (!c->use_rows) {
-        P_REAL *a = c->acc + s * 3 * np;
-        c->k.pairs(x, x + np, x + 2 * np, c->gm + s * np, c->n, job->i0, job->i1, c->eps2, a, a + np, a + 2 * np);
-        return;
-    }
-    P_REAL *b = P(tf_phys_buf)(c, job->tid, s);
-    memset(b, 0, (size_t)(3 * np) * sizeof(P_REAL));
-    c->k.rows(x, x + np, x + 2 * np, c->gm + s * np, c->n, job->r0, job->r1, c->eps2, b, b + np, b + 2 * np);
-}
-
-/* Second phase (after a barrier in shared mode): the accelerations of this thread's
- * bodies are the scaled sum of every thread's buffer, in thread order. */
-static void P(tf_phys_gather)(P(tf_phys_ctx) *c, const P(tf_phys_job) *job, int64_t s) {
-    if (!c->use_rows) return;
-    const int64_t np = c->npad, i0 = job->i0, i1 = job->i1;
-    const int threads = c->ctl.shared ? c->ctl.threads : 1;
-    const int first = c->ctl.shared ? 0 : job->tid;
-    P_REAL *a = c->acc + s * 3 * np;
-    const P_REAL scale = c->k.rows_scale;
-    for (int64_t q = 0; q < 3 * np; q += np) {
-        const P_REAL *b0 = P(tf_phys_buf)(c, first, s) + q;
-        for (int64_t i = i0; i < i1; i++) a[q + i] = b0[i];
-        for (int t = 1; t < threads; t++) {
-            const P_REAL *b = P(tf_phys_buf)(c, t, s) + q;
-            for (int64_t i = i0; i < i1; i++) a[q + i] += b[i];
-        }
-        for (int64_t i = i0; i < i1; i++) a[q + i] *= scale;
-    }
-}
-
 static void P(tf_phys_record)(P(tf_phys_ctx) *c, int64_t s, int64_t frame, int64_t i0, int64_t i1) {
     const int64_t n = c->n;
     memcpy(c->traj + ((s * c->frames + frame) * n + i0) * 3, c->pos + (s * n + i0) * 3,
            (size_t)(i1 - i0) * 3 * sizeof(P_REAL));
 }
 
-/* Steps of systems [s0, s1) by one thread (its bodies and rows are in `job`). Leapfrog
+/* The update that ends step k (k = -1: leapfrog's first half kick and drift) for
+ * bodies [i0, i1) of system s, whose accelerations are in acc. */
+static void P(tf_phys_end_step)(P(tf_phys_ctx) *c, int64_t s, int64_t k, int last, int cur, int64_t i0, int64_t i1) {
+    const int64_t rec = c->rec;
+    if (k < 0) {
+        P(tf_phys_update)(c, s, i0, i1, c->half_dt, 1, 1);
+        return;
+    }
+    const int record = rec > 0 && (k + 1) % rec == 0;
+    if (c->leapfrog) {
+        if (record) P(tf_phys_record)(c, s, (k + 1) / rec - 1, i0, i1);
+        if (last) P(tf_phys_update)(c, s, i0, i1, c->half_dt, 0, -1);
+        else P(tf_phys_update)(c, s, i0, i1, c->dt, 1, cur ^ 1);
+    } else {
+        P(tf_phys_update)(c, s, i0, i1, c->dt, 1, last ? -1 : cur ^ 1);
+        if (record) P(tf_phys_record)(c, s, (k + 1) / rec - 1, i0, i1);
+    }
+}
+
+/* ---- systems mode: one thread runs one system from start to end ------------ */
+
+/* All steps of system s on this thread (its row-kernel buffer is bufs[tid]). Leapfrog
  * is run as half kick, drift, then (force, full kick, drift) per step with the last
  * kick halved, so each step costs one force evaluation and the state is synchronised
- * at the end. Shared mode: every thread runs all systems, with a barrier before each
- * force evaluation (the positions are complete) and, with the row kernel, one after
- * it (the buffers are complete); the progress slot counts steps. Systems mode: one
- * system, no barrier; the slot counts system-steps. Returns 1 if stopped early. */
-static int P(tf_phys_steps)(P(tf_phys_ctx) *c, const P(tf_phys_job) *job, int64_t s0, int64_t s1, int *sense) {
+ * at the end. Returns 1 if stopped early. */
+static int P(tf_phys_run_system)(P(tf_phys_ctx) *c, int tid, int64_t s) {
     tf_phys_control *ctl = &c->ctl;
-    const int shared = ctl->shared, tid = job->tid;
-    const int two_phase = shared && c->use_rows;
-    const int64_t rec = c->rec, i0 = job->i0, i1 = job->i1;
-    for (int64_t s = s0; s < s1; s++) {
-        const P_REAL *m = c->mass + s * c->n;
-        P_REAL *gm = c->gm + s * c->npad;
-        for (int64_t i = i0; i < i1; i++) gm[i] = c->G * m[i];
-        if (i1 == c->n)
-            for (int64_t i = c->n; i < c->npad; i++) gm[i] = 0;
-        P(tf_phys_scatter)(c, 0, s, i0, i1);
-    }
+    const int64_t n = c->n, np = c->npad;
+    P_REAL *a = c->acc + s * 3 * np, *buf = c->bufs + (int64_t)tid * 3 * np;
+    P(tf_phys_init)(c, s, 0, n);
     int cur = 0;
-    if (c->leapfrog) {
-        if (shared) tf_phys_barrier(ctl, sense);
-        for (int64_t s = s0; s < s1; s++) P(tf_phys_forces)(c, job, 0, s);
-        if (two_phase) tf_phys_barrier(ctl, sense);
-        for (int64_t s = s0; s < s1; s++) {
-            P(tf_phys_gather)(c, job, s);
-            P(tf_phys_update)(c, s, i0, i1, c->half_dt, 1, 1);
+    for (int64_t k = c->leapfrog ? -1 : 0; k < c->steps; k++) {
+        int last = 0, stopping = 0;
+        if (k >= 0) {
+            if (tid == 0) tf_phys_report(ctl, k, 0);
+            stopping = atomic_load_explicit(&ctl->stop_after, memory_order_acquire) >= 0;
+            last = k == c->steps - 1 || stopping;
         }
-        cur = 1;
-    }
-    for (int64_t k = 0; k < c->steps; k++) {
-        if (tid == 0) tf_phys_report(ctl, k, 0);
-        if (shared) tf_phys_barrier(ctl, sense);
-        int64_t stop = atomic_load_explicit(&ctl->stop_after, memory_order_acquire);
-        /* Shared mode: all threads read the same decision after the same barrier.
-         * Systems mode: stop at once, at this system's step boundary. */
-        const int stopping = stop >= 0 && (!shared || stop <= k);
-        const int last = k == c->steps - 1 || stopping;
-        const int record = rec > 0 && (k + 1) % rec == 0;
-        for (int64_t s = s0; s < s1; s++) P(tf_phys_forces)(c, job, cur, s);
-        if (two_phase) tf_phys_barrier(ctl, sense);
-        for (int64_t s = s0; s < s1; s++) {
-            P(tf_phys_gather)(c, job, s);
-            if (c->leapfrog) {
-                if (record) P(tf_phys_record)(c, s, (k + 1) / rec - 1, i0, i1);
-                if (last) P(tf_phys_update)(c, s, i0, i1, c->half_dt, 0, -1);
-                else P(tf_phys_update)(c, s, i0, i1, c->dt, 1, cur ^ 1);
-            } else {
-                P(tf_phys_update)(c, s, i0, i1, c->dt, 1, last ? -1 : cur ^ 1);
-                if (record) P(tf_phys_record)(c, s, (k + 1) / rec - 1, i0, i1);
-            }
+        const P_REAL *x = c->soa[cur] + s * 3 * np;
+        if (c->use_rows) {
+            memset(buf, 0, (size_t)(3 * np) * sizeof(P_REAL));
+            c->k.rows(x, x + np, x + 2 * np, c->gm + s * np, n, 0, n, c->eps2, buf, buf + np, buf + 2 * np);
+            for (int64_t i = 0; i < 3 * np; i++) a[i] = buf[i] * c->k.rows_scale;
+        } else {
+            c->k.pairs(x, x + np, x + 2 * np, c->gm + s * np, n, 0, n, c->eps2, a, a + np, a + 2 * np);
         }
+        P(tf_phys_end_step)(c, s, k, last, cur, 0, n);
         cur ^= 1;
-        _Atomic int64_t *slot = &ctl->done[tid].steps;
-        atomic_store_explicit(slot, shared ? k + 1 : atomic_load_explicit(slot, memory_order_relaxed) + 1,
-                              memory_order_relaxed);
+        if (k >= 0) {
+            _Atomic int64_t *slot = &ctl->done[tid].steps;
+            atomic_store_explicit(slot, atomic_load_explicit(slot, memory_order_relaxed) + 1, memory_order_relaxed);
+        }
         if (last) return stopping;
     }
     return 0;
 }
 
-/* One thread's work. Systems mode hands out whole systems one at a time, so a thread
- * that starts late or is preempted (a busy machine) leaves its share to the others. */
+/* ---- shared mode: phases of small work units, taken by whoever is free ------ *
+ * Phase 0 initialises; then each stage is a force phase and an update phase. Stage q
+ * reads positions buffer q & 1 and its update writes buffer (q + 1) & 1; with
+ * leapfrog, stage 0 is the first half kick and drift and stage q >= 1 ends step q - 1.
+ * A thread that starts late, or is preempted between units, only does less: nobody
+ * waits for a thread, only for units already taken. The row kernel's sums go to one
+ * buffer per (system, chunk), added in chunk order, so a run is deterministic for a
+ * given thread count whichever thread took which unit. */
+
+static int64_t P(tf_phys_units)(P(tf_phys_ctx) *c, int64_t phase) {
+    return c->systems * (phase > 0 && (phase - 1) % 2 == 0 ? c->nforce : c->nblk);
+}
+
+/* Rows of chunk q of nforce (equal numbers of pairs; row i has n - 1 - i), even. */
+static void P(tf_phys_chunk_rows)(P(tf_phys_ctx) *c, int64_t q, int64_t *r0, int64_t *r1) {
+    const double n = (double)c->n, C = (double)c->nforce;
+    *r0 = q == 0 ? 0 : ((int64_t)(n * (1.0 - sqrt(1.0 - (double)q / C)) + 0.5) & ~(int64_t)1);
+    *r1 = q + 1 == c->nforce ? c->n : ((int64_t)(n * (1.0 - sqrt(1.0 - (double)(q + 1) / C)) + 0.5) & ~(int64_t)1);
+    if (*r0 > c->n) *r0 = c->n;
+    if (*r1 > c->n) *r1 = c->n;
+}
+
+static void P(tf_phys_do_unit)(P(tf_phys_ctx) *c, int64_t phase, int64_t unit) {
+    const int64_t np = c->npad, n = c->n;
+    if (phase == 0) {
+        int64_t s = unit / c->nblk, i0 = unit % c->nblk * c->blk, i1 = i0 + c->blk < n ? i0 + c->blk : n;
+        P(tf_phys_init)(c, s, i0, i1);
+        return;
+    }
+    const int64_t stage = (phase - 1) / 2;
+    const int cur = (int)(stage & 1);
+    if ((phase - 1) % 2 == 0) { /* forces */
+        int64_t s = unit / c->nforce, q = unit % c->nforce;
+        const P_REAL *x = c->soa[cur] + s * 3 * np;
+        if (c->use_rows) {
+            int64_t r0, r1;
+            P(tf_phys_chunk_rows)(c, q, &r0, &r1);
+            P_REAL *b = c->bufs + (s * c->nforce + q) * 3 * np;
+            int64_t z = r0 / c->blk * c->blk;
+            for (int64_t k = 0; k < 3; k++) memset(b + k * np + z, 0, (size_t)(np - z) * sizeof(P_REAL));
+            c->k.rows(x, x + np, x + 2 * np, c->gm + s * np, n, r0, r1, c->eps2, b, b + np, b + 2 * np);
+        } else {
+            int64_t i0 = q * c->blk, i1 = i0 + c->blk < n ? i0 + c->blk : n;
+            P_REAL *a = c->acc + s * 3 * np;
+            c->k.pairs(x, x + np, x + 2 * np, c->gm + s * np, n, i0, i1, c->eps2, a, a + np, a + 2 * np);
+        }
+        return;
+    }
+    /* update: gather the chunks that reach this block (a chunk writes only from the
+     * block of its first row on), then end the step */
+    int64_t s = unit / c->nblk, i0 = unit % c->nblk * c->blk, i1 = i0 + c->blk < n ? i0 + c->blk : n;
+    if (c->use_rows) {
+        P_REAL *a = c->acc + s * 3 * np;
+        for (int64_t k = 0; k < 3; k++)
+            for (int64_t i = i0; i < i1; i++) a[k * np + i] = 0;
+        for (int64_t q = 0; q < c->nforce; q++) {
+            int64_t r0, r1;
+            P(tf_phys_chunk_rows)(c, q, &r0, &r1);
+            if (r0 / c->blk * c->blk > i0) break; /* chunks start further down from here on */
+            const P_REAL *b = c->bufs + (s * c->nforce + q) * 3 * np;
+            for (int64_t k = 0; k < 3; k++)
+                for (int64_t i = i0; i < i1; i++) a[k * np + i] += b[k * np + i];
+        }
+        for (int64_t k = 0; k < 3; k++)
+            for (int64_t i = i0; i < i1; i++) a[k * np + i] *= c->k.rows_scale;
+    }
+    const int64_t step = c->leapfrog ? stage - 1 : stage;
+    P(tf_phys_end_step)(c, s, step, c->stage_last, cur, i0, i1);
+}
+
+/* Called by whoever finishes the last unit of `phase`: decide and open the next. */
+static void P(tf_phys_open_next)(P(tf_phys_ctx) *c, int64_t phase) {
+    tf_phys_control *ctl = &c->ctl;
+    const int64_t pre = c->leapfrog ? 1 : 0;
+    if (phase > 0 && (phase - 1) % 2 == 1) { /* an update phase ended */
+        int64_t step = (phase - 1) / 2 - pre;
+        if (step >= 0) atomic_store(&ctl->steps_done, step + 1);
+        if (step >= 0 && c->stage_last) {
+            tf_phys_open_phase(ctl, INT64_MAX);
+            return;
+        }
+    }
+    if (phase + 1 > 0 && (phase + 1 - 1) % 2 == 1) { /* an update phase opens */
+        int64_t step = phase / 2 - pre;
+        c->stage_last = step >= 0 && (step == c->steps - 1 || atomic_load(&ctl->stop_requested));
+    }
+    tf_phys_open_phase(ctl, phase + 1);
+}
+
+static void P(tf_phys_shared_work)(P(tf_phys_ctx) *c, int tid) {
+    tf_phys_control *ctl = &c->ctl;
+    int64_t phase = 0;
+    for (;;) {
+        int seq = atomic_load(&ctl->open_seq);
+        int64_t open = atomic_load(&ctl->open_phase);
+        if (open == INT64_MAX) return;
+        if (open < phase) { /* phase not open yet: others finish the last units */
+            if (tid == 0) {
+                tf_phys_sleep_on(&ctl->open_seq, seq, TF_PHYS_REPORT_S);
+                tf_phys_report(ctl, 0, 0);
+            } else {
+                tf_phys_await_change(&ctl->open_seq, seq, NULL);
+            }
+            continue;
+        }
+        phase = open;
+        const int64_t units = P(tf_phys_units)(c, phase);
+        int64_t unit;
+        while ((unit = tf_phys_grab(ctl, phase, units)) >= 0) {
+            P(tf_phys_do_unit)(c, phase, unit);
+            if (tid == 0) tf_phys_report(ctl, 0, 0);
+            if (atomic_fetch_add(&ctl->phase_done, 1) + 1 == units) P(tf_phys_open_next)(c, phase);
+        }
+        phase++;
+    }
+}
+
+/* ---- threads ------------------------------------------------------------------ */
+
+/* One thread's work. Systems mode hands out whole systems one at a time. */
 static void P(tf_phys_work)(P(tf_phys_job) *job) {
     P(tf_phys_ctx) *c = job->ctx;
     tf_phys_control *ctl = &c->ctl;
-    int sense = 0;
     if (ctl->shared) {
-        P(tf_phys_steps)(c, job, 0, ctl->systems, &sense);
-        if (job->tid != 0) tf_phys_finish_one(ctl, 1);
+        P(tf_phys_shared_work)(c, job->tid);
         return;
     }
     for (;;) {
         int64_t s = atomic_fetch_add(&ctl->next_system, 1);
         if (s >= ctl->systems) break;
-        int stopped = P(tf_phys_steps)(c, job, s, s + 1, &sense);
+        int stopped = P(tf_phys_run_system)(c, job->tid, s);
         tf_phys_finish_one(ctl, 1);
         if (stopped || atomic_load(&ctl->stop_after) >= 0) break;
     }
@@ -251,18 +332,6 @@ static void *P(tf_phys_thread)(void *arg) {
     P(tf_phys_work)(job);
     tf_phys_leave(ctl);
     return NULL;
-}
-
-static void P(tf_phys_split_job)(void *arg, const tf_phys_plan *plan, int t) {
-    P(tf_phys_job) *job = (P(tf_phys_job) *)arg;
-    const int64_t n = job->ctx->n;
-    if (plan->shared) {
-        tf_phys_split(plan, n, t, &job->i0, &job->i1);
-        tf_phys_split_rows(plan, n, t, &job->r0, &job->r1);
-    } else {
-        job->i0 = job->r0 = 0;
-        job->i1 = job->r1 = n;
-    }
 }
 
 static int P(tf_phys_check)(const char *fname, const P_REAL *pos, const P_REAL *vel,
@@ -334,22 +403,27 @@ int P(tf_physics_nbody)(P_REAL *pos, P_REAL *vel, const P_REAL *mass, int64_t b,
     c->frames = frames;
     c->steps = params->steps;
     c->rec = params->record_every;
+    c->systems = b;
     c->leapfrog = params->method == TF_PHYSICS_LEAPFROG;
     c->dt = (P_REAL)params->dt;
     c->half_dt = (P_REAL)(0.5 * params->dt);
     c->eps2 = (P_REAL)(params->softening * params->softening);
     c->G = (P_REAL)params->G;
-    c->systems = b;
     c->k = P(tf_phys_pick_kernels)();
     c->use_rows = c->k.rows != NULL && n >= TF_PHYS_ROWS_MIN && n < INT32_MAX / 2;
+    /* Shared mode units: ~4 per thread and phase, at least a padding block each. */
+    c->blk = (n + 4 * plan.threads - 1) / (4 * plan.threads);
+    c->blk = (c->blk + TF_PHYS_PAD - 1) / TF_PHYS_PAD * TF_PHYS_PAD;
+    c->nblk = (n + c->blk - 1) / c->blk;
+    c->nforce = c->use_rows ? (4 * plan.threads < n / 16 ? 4 * plan.threads : (n / 16 > 0 ? n / 16 : 1)) : c->nblk;
     for (int t = 0; t < plan.threads; t++) {
         jobs[t].ctx = c;
         jobs[t].tid = t; /* read by each thread as it starts, before `go` */
     }
 
     /* Scratch: two position buffers, the accelerations (3 npad each) and G m (npad)
-     * per system, and the row kernel's per-thread sums. */
-    size_t nbufs = c->use_rows ? (size_t)plan.threads * (plan.shared ? (size_t)b : 1) : 0;
+     * per system, and the row kernel's buffers (3 npad each). */
+    size_t nbufs = !c->use_rows ? 0 : plan.shared ? (size_t)b * (size_t)c->nforce : (size_t)plan.threads;
     P_REAL *scratch = tf_phys_alloc(((size_t)b * 10 + nbufs * 3) * (size_t)c->npad * sizeof(P_REAL));
     if (!scratch) {
         free(block);
@@ -363,7 +437,7 @@ int P(tf_physics_nbody)(P_REAL *pos, P_REAL *vel, const P_REAL *mass, int64_t b,
     c->bufs = scratch + (size_t)b * 10 * c->npad;
 
     int64_t stopped_at = 0;
-    rc = tf_phys_run(&c->ctl, &plan, P(tf_phys_thread), P(tf_phys_split_job), jobs, sizeof jobs[0], &stopped_at);
+    rc = tf_phys_run(&c->ctl, &plan, P(tf_phys_thread), jobs, sizeof jobs[0], &stopped_at);
     /* c may be gone now; late threads touch only the control, never the scratch. */
     tf_phys_free(scratch);
     if (rc == TF_EINTERRUPTED)
