@@ -26,6 +26,7 @@ import csv
 import math
 import operator
 import time
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Union
 
@@ -187,6 +188,12 @@ def _check_integration(
 # --------------------------------------------------------------------------- #
 
 
+@lru_cache(maxsize=64)
+def _params(dt: float, G: float, softening: float, steps: int, record_every: int, method: int) -> Any:
+    """The ``tf_physics_params`` struct (C only reads it, so equal ones are shared)."""
+    return struct("tf_physics_params", dt=dt, G=G, softening=softening, steps=steps, record_every=record_every, method=method)
+
+
 def _run(
     fname: str,
     pos: Array,
@@ -215,7 +222,7 @@ def _run(
             vel = np.array(vel, order="C", copy=True)
     pos3, vel3 = (pos, vel) if batched else (pos[None], vel[None])
     mass2 = _batched_mass(mass if batched else mass[None], b, n)
-    params = struct("tf_physics_params", dt=step, G=g, softening=eps, steps=nsteps, record_every=rec, method=code)
+    params = _params(step, g, eps, nsteps, rec, code)
     frames = nsteps // rec if rec else 0
     with CallbackScope(progress, desc=fname, unit="step") as scope:
         traj = scope.call(
