@@ -3,18 +3,26 @@
  *
  * One call advances b independent systems by many steps. The state is AoS as the user
  * holds it ([b][n][3]); every step the positions are also written to a padded SoA copy
- * that the force kernel reads (double-buffered, so one barrier per step suffices).
+ * that the force kernels read (double-buffered: a step's updates write the buffer the
+ * step's forces do not read).
  *
- * Threads: either whole systems per thread ("systems" mode: no synchronisation at all)
- * or, for few large systems, the bodies of each system split in blocks ("shared" mode:
- * one spin barrier per step). The threads are started once per call, never per step.
- * Progress and cancellation: only the calling thread (thread 0) calls the callback;
- * in shared mode it publishes "stop after step k" before the barrier of step k, so
- * every thread leaves the loop after the same step.
+ * Threads are started once per call (detached; their shared state is freed by the
+ * last one out, so the caller never waits for a thread that got no work):
+ *   - "systems" mode, many systems: a thread takes whole systems, one at a time, and
+ *     runs all their steps; no synchronisation;
+ *   - "shared" mode, few large systems: every step is a force phase and an update
+ *     phase of small units that whoever is free takes; the thread that finishes a
+ *     phase's last unit opens the next one. Waiting threads spin ~50 us, then sleep.
+ * Progress and cancellation: only the calling thread (thread 0) calls the callback.
+ * A stop request ends shared mode with the step whose update phase opens next, so
+ * all systems stop at the same step; in systems mode each system stops at its own
+ * next step boundary.
  *
- * Force kernels: AVX2+FMA and AVX-512 versions (physics_simd.h, chosen at run time
- * by tf_simd_level()) and a portable one. The float kernels use the hardware
- * reciprocal square root with one Newton step (relative error ~1e-7).
+ * Force kernels (physics_simd.h, AVX2+FMA and AVX-512, chosen at run time by
+ * tf_simd_level(), and a portable one): an all-pairs kernel vectorised along i, and a
+ * pair-once "row" kernel (Newton's third law) for systems of TF_PHYS_ROWS_MIN bodies
+ * or more. The float kernels use the hardware reciprocal square root with one Newton
+ * step (relative error ~1e-7), the double ones sqrt and a division.
  */
 #define _GNU_SOURCE
 #define TF_INTERNAL
@@ -52,8 +60,8 @@
 #define TF_PHYS_MAX_THREADS 256
 /* A thread is worth starting for this many pair interactions in the whole call... */
 #define TF_PHYS_MIN_WORK 200000.0
-/* ...and, when bodies are split, for this many per thread and step (a barrier costs
- * a few microseconds). */
+/* ...and, when bodies are split, for this many per thread and step (a phase change
+ * costs a few microseconds). */
 #define TF_PHYS_MIN_STEP_WORK 40000.0
 /* Systems of at least this many bodies use the row kernel (each pair once). */
 #define TF_PHYS_ROWS_MIN 128
@@ -63,7 +71,7 @@
 #define TF_PHYS_SPIN_S 50e-6
 
 /* ======================================================================== */
-/* Threads, barrier, progress                                               */
+/* Threads, phases, progress                                                */
 /* ======================================================================== */
 
 typedef struct {
@@ -151,7 +159,7 @@ static void tf_phys_wake_all(_Atomic int *word) {
 /* Wait until *word != value: spin for a few microseconds (the usual case on an idle
  * machine), then sleep, so that a waiting thread gives its core to a thread that
  * was preempted (a busy machine, or torch's OpenMP threads still spinning). */
-static void tf_phys_await_change(_Atomic int *word, int value, _Atomic int *sleepers) {
+static void tf_phys_await_change(_Atomic int *word, int value) {
     double until = 0;
     for (unsigned spins = 0; atomic_load(word) == value; spins++) {
         if ((spins & 255) == 255) {
@@ -162,9 +170,7 @@ static void tf_phys_await_change(_Atomic int *word, int value, _Atomic int *slee
         tf_phys_cpu_relax();
     }
     if (atomic_load(word) == value) {
-        if (sleepers) atomic_fetch_add(sleepers, 1);
         while (atomic_load(word) == value) tf_phys_sleep_on(word, value, 0);
-        if (sleepers) atomic_fetch_sub(sleepers, 1);
     }
 }
 
@@ -311,7 +317,7 @@ static int tf_phys_run(tf_phys_control *c, tf_phys_plan *plan, void *(*thread_fn
             tf_phys_sleep_on(&c->finished, 0, TF_PHYS_REPORT_S);
             tf_phys_report(c, 0, 0);
         } else {
-            tf_phys_await_change(&c->finished, 0, NULL);
+            tf_phys_await_change(&c->finished, 0);
         }
     }
     *stopped_at = tf_phys_min_done(c);

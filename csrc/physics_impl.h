@@ -286,7 +286,7 @@ static void P(tf_phys_shared_work)(P(tf_phys_ctx) *c, int tid) {
                 tf_phys_sleep_on(&ctl->open_seq, seq, TF_PHYS_REPORT_S);
                 tf_phys_report(ctl, 0, 0);
             } else {
-                tf_phys_await_change(&ctl->open_seq, seq, NULL);
+                tf_phys_await_change(&ctl->open_seq, seq);
             }
             continue;
         }
@@ -328,7 +328,7 @@ static void *P(tf_phys_thread)(void *arg) {
         P(tf_phys_work)(job);
         return NULL;
     }
-    tf_phys_await_change(&ctl->go, 0, NULL);
+    tf_phys_await_change(&ctl->go, 0);
     P(tf_phys_work)(job);
     tf_phys_leave(ctl);
     return NULL;
