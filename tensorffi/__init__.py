@@ -9,7 +9,7 @@
 """
 from __future__ import annotations
 
-from . import core, errors, io, ops, signal
+from . import core, errors, io, ops, physics, signal
 from ._version import __version__
 from .bridge import Struct, strided
 from .byo import cache_dir, compile, load
@@ -36,6 +36,7 @@ __all__ = [
     "__version__",
     "core",
     "io",
+    "physics",
     "signal",
     "errors",
     "ops",

@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: MIT */
+/* physics_simd.h — the vectorised force kernel, instantiated by physics.c once per
+ * (element type, instruction set) under a target pragma. Not a public header.
+ *
+ * The including file defines:
+ *   K_NAME            function name
+ *   K_REAL            float or double
+ *   K_VEC, K_W        vector type and its number of lanes
+ *   K_SET1(s), K_ZERO(), K_LOAD(p) (64-byte aligned), K_STORE(p, v)
+ *   K_SUB(a, b), K_MUL(a, b), K_FMADD(a, b, c) = a*b + c
+ *   K_INV3(r2, m)     m * r2^(-3/2), possibly times a constant 2^k undone by K_ACC_SCALE
+ *   K_ACC_SCALE       the factor the sums are multiplied by at the end (1 or 1/8)
+ *   K_ZERO_LANE(v, l) v with lane l set to 0 (the self-interaction)
+ *
+ * Layout: bodies are vectorised along i (K_W lanes, two vectors per block, so a block
+ * is 2*K_W bodies) and the other body j is broadcast, so there is no horizontal sum
+ * and every j is loaded once per block: the block's positions and sums stay in
+ * registers for the whole j loop. x, y, z, ax, ay, az are padded to a multiple of the
+ * block (the pad lanes compute garbage that is never read); gm[j] = G m_j is only
+ * read for j < n. The self term j == i is masked by index, so with softening 0 two
+ * distinct bodies at the same place still produce inf/NaN, as the formula says.
+ */
+
+__attribute__((noinline)) static void K_NAME(const K_REAL *x, const K_REAL *y, const K_REAL *z,
+                                             const K_REAL *gm, int64_t n, int64_t i0, int64_t i1,
+                                             K_REAL eps2, K_REAL *ax, K_REAL *ay, K_REAL *az) {
+    const int64_t block = 2 * K_W;
+    const K_VEC veps2 = K_SET1(eps2);
+    for (int64_t ib = i0; ib < i1; ib += block) {
+        const K_VEC xi0 = K_LOAD(x + ib), xi1 = K_LOAD(x + ib + K_W);
+        const K_VEC yi0 = K_LOAD(y + ib), yi1 = K_LOAD(y + ib + K_W);
+        const K_VEC zi0 = K_LOAD(z + ib), zi1 = K_LOAD(z + ib + K_W);
+        K_VEC ax0 = K_ZERO(), ay0 = K_ZERO(), az0 = K_ZERO();
+        K_VEC ax1 = K_ZERO(), ay1 = K_ZERO(), az1 = K_ZERO();
+
+#define K_PAIR(V, MASKED, LANE)                                                             \
+    do {                                                                                    \
+        K_VEC dx = K_SUB(xj, xi##V), dy = K_SUB(yj, yi##V), dz = K_SUB(zj, zi##V);          \
+        K_VEC r2 = K_FMADD(dz, dz, K_FMADD(dy, dy, K_FMADD(dx, dx, veps2)));                \
+        K_VEC s = K_INV3(r2, mj);                                                           \
+        if (MASKED) s = K_ZERO_LANE(s, LANE);                                               \
+        ax##V = K_FMADD(s, dx, ax##V);                                                      \
+        ay##V = K_FMADD(s, dy, ay##V);                                                      \
+        az##V = K_FMADD(s, dz, az##V);                                                      \
+    } while (0)
+
+        /* j before the block, the block itself (self term masked), j after it. */
+        int64_t dlo = ib < n ? ib : n, dhi = ib + block < n ? ib + block : n;
+        for (int64_t j = 0; j < dlo; j++) {
+            const K_VEC xj = K_SET1(x[j]), yj = K_SET1(y[j]), zj = K_SET1(z[j]), mj = K_SET1(gm[j]);
+            K_PAIR(0, 0, 0);
+            K_PAIR(1, 0, 0);
+        }
+        for (int64_t j = dlo; j < dhi; j++) {
+            const K_VEC xj = K_SET1(x[j]), yj = K_SET1(y[j]), zj = K_SET1(z[j]), mj = K_SET1(gm[j]);
+            int lane = (int)(j - ib);
+            if (lane < K_W) {
+                K_PAIR(0, 1, lane);
+                K_PAIR(1, 0, 0);
+            } else {
+                K_PAIR(0, 0, 0);
+                K_PAIR(1, 1, lane - K_W);
+            }
+        }
+        for (int64_t j = dhi; j < n; j++) {
+            const K_VEC xj = K_SET1(x[j]), yj = K_SET1(y[j]), zj = K_SET1(z[j]), mj = K_SET1(gm[j]);
+            K_PAIR(0, 0, 0);
+            K_PAIR(1, 0, 0);
+        }
+#undef K_PAIR
+        const K_VEC scale = K_SET1(K_ACC_SCALE);
+        K_STORE(ax + ib, K_MUL(ax0, scale));
+        K_STORE(ay + ib, K_MUL(ay0, scale));
+        K_STORE(az + ib, K_MUL(az0, scale));
+        K_STORE(ax + ib + K_W, K_MUL(ax1, scale));
+        K_STORE(ay + ib + K_W, K_MUL(ay1, scale));
+        K_STORE(az + ib + K_W, K_MUL(az1, scale));
+    }
+}
+
+/* The same forces computed once per pair (Newton's third law), rows [r0, r1) of the
+ * upper triangle: for each row i, the bodies j > i in vectors of K_W. Row i's sum is
+ * reduced horizontally once per row; the reaction is written into a[j] as it goes
+ * (loaded and stored per vector, which costs loads and stores, not arithmetic), so the
+ * arithmetic per pair is about half of K_NAME's. Two rows share every load of j.
+ * Adds into ax, ay, az (npad long, zeroed by the caller) the sums times 1/K_ACC_SCALE,
+ * without G (gm carries it). The first vector of a row and the last one (past n) are
+ * masked by index, so the self term and the padding never count. */
+__attribute__((noinline)) static void K_SYM_NAME(const K_REAL *x, const K_REAL *y, const K_REAL *z,
+                                                 const K_REAL *gm, int64_t n, int64_t r0, int64_t r1,
+                                                 K_REAL eps2, K_REAL *ax, K_REAL *ay, K_REAL *az) {
+    const K_VEC veps2 = K_SET1(eps2);
+    const int64_t npad = (n + K_W - 1) / K_W * K_W;
+    if (r1 > n) r1 = n;
+
+#define K_ROW_TERM(XI, YI, ZI, MI, ROW, SX, SY, SZ, AJX, AJY, AJZ)                          \
+    do {                                                                                    \
+        K_VEC dx = K_SUB(xj, XI), dy = K_SUB(yj, YI), dz = K_SUB(zj, ZI);                   \
+        K_VEC f = K_RCUBE(K_FMADD(dz, dz, K_FMADD(dy, dy, K_FMADD(dx, dx, veps2))));       \
+        if (edge) f = K_TRI_MASK(f, jb, ROW, n);                                            \
+        K_VEC wi = K_MUL(mj, f), wj = K_MUL(MI, f);                                         \
+        SX = K_FMADD(wi, dx, SX);                                                           \
+        SY = K_FMADD(wi, dy, SY);                                                           \
+        SZ = K_FMADD(wi, dz, SZ);                                                           \
+        AJX = K_FNMADD(wj, dx, AJX);                                                        \
+        AJY = K_FNMADD(wj, dy, AJY);                                                        \
+        AJZ = K_FNMADD(wj, dz, AJZ);                                                        \
+    } while (0)
+
+    int64_t i = r0;
+    for (; i + 1 < r1; i += 2) {
+        const K_VEC xa = K_SET1(x[i]), ya = K_SET1(y[i]), za = K_SET1(z[i]), ma = K_SET1(gm[i]);
+        const K_VEC xb = K_SET1(x[i + 1]), yb = K_SET1(y[i + 1]), zb = K_SET1(z[i + 1]), mb = K_SET1(gm[i + 1]);
+        K_VEC sax = K_ZERO(), say = K_ZERO(), saz = K_ZERO();
+        K_VEC sbx = K_ZERO(), sby = K_ZERO(), sbz = K_ZERO();
+        const int64_t j0 = (i + 1) / K_W * K_W;
+        for (int64_t jb = j0; jb < npad; jb += K_W) {
+            const K_VEC xj = K_LOAD(x + jb), yj = K_LOAD(y + jb), zj = K_LOAD(z + jb), mj = K_LOAD(gm + jb);
+            const int edge = jb == j0 || jb + K_W > n;
+            K_VEC ajx = K_LOAD(ax + jb), ajy = K_LOAD(ay + jb), ajz = K_LOAD(az + jb);
+            K_ROW_TERM(xa, ya, za, ma, i, sax, say, saz, ajx, ajy, ajz);
+            K_ROW_TERM(xb, yb, zb, mb, i + 1, sbx, sby, sbz, ajx, ajy, ajz);
+            K_STORE(ax + jb, ajx);
+            K_STORE(ay + jb, ajy);
+            K_STORE(az + jb, ajz);
+        }
+        ax[i] += K_HSUM(sax);
+        ay[i] += K_HSUM(say);
+        az[i] += K_HSUM(saz);
+        ax[i + 1] += K_HSUM(sbx);
+        ay[i + 1] += K_HSUM(sby);
+        az[i + 1] += K_HSUM(sbz);
+    }
+    for (; i < r1; i++) {
+        const K_VEC xa = K_SET1(x[i]), ya = K_SET1(y[i]), za = K_SET1(z[i]), ma = K_SET1(gm[i]);
+        K_VEC sax = K_ZERO(), say = K_ZERO(), saz = K_ZERO();
+        const int64_t j0 = (i + 1) / K_W * K_W;
+        for (int64_t jb = j0; jb < npad; jb += K_W) {
+            const K_VEC xj = K_LOAD(x + jb), yj = K_LOAD(y + jb), zj = K_LOAD(z + jb), mj = K_LOAD(gm + jb);
+            const int edge = jb == j0 || jb + K_W > n;
+            K_VEC ajx = K_LOAD(ax + jb), ajy = K_LOAD(ay + jb), ajz = K_LOAD(az + jb);
+            K_ROW_TERM(xa, ya, za, ma, i, sax, say, saz, ajx, ajy, ajz);
+            K_STORE(ax + jb, ajx);
+            K_STORE(ay + jb, ajy);
+            K_STORE(az + jb, ajz);
+        }
+        ax[i] += K_HSUM(sax);
+        ay[i] += K_HSUM(say);
+        az[i] += K_HSUM(saz);
+    }
+#undef K_ROW_TERM
+}
