@@ -18,7 +18,10 @@ into a Python callable that checks every argument *before* C touches memory:
   :func:`strided` to hand C a view's own pointer on purpose;
 * sizes against the contract's symbolic shapes; length arguments are filled in;
   ``out`` arrays are allocated in the caller's kind (torch in, torch out);
-* integer scalars against the range of their C type (``OverflowError``);
+* integer scalars against the range of their C type (``OverflowError``); a float
+  (of any kind: NumPy, a 0-d tensor, ``Fraction``) for an integer parameter is a
+  ``TypeError``, never truncated. Integers are ``int``, NumPy integers, ``bool`` and
+  objects with ``__index__`` (0-d integer tensors and arrays);
 * lifetimes: every object whose memory C sees (including copies, and tensors placed
   in a :class:`Struct`) is referenced until the call returns.
 
@@ -27,6 +30,7 @@ cffi releases the GIL around every call.
 from __future__ import annotations
 
 import keyword
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Mapping
 
@@ -267,6 +271,31 @@ def _int_range(ffi: Any, ctype: str) -> tuple[int, int] | None:
     return (-(1 << (8 * size - 1)), (1 << (8 * size - 1)) - 1) if signed else (0, (1 << (8 * size)) - 1)
 
 
+def _integer(v: Any) -> int | None:
+    """``v`` as a Python int if it is an integer (``int``, ``bool``, a NumPy integer or
+    bool, anything with ``__index__`` such as a 0-d integer tensor), else None. cffi
+    would truncate anything with ``__int__`` (``np.float32(1.5)``, a 0-d float tensor,
+    ``Fraction``, ``Decimal``), so only these are handed to an integer parameter."""
+    if isinstance(v, (int, np.integer, np.bool_)):
+        return int(v)
+    try:
+        return operator.index(v)
+    except Exception:
+        return None
+
+
+def _checked_int(v: Any, where: str, ctype: str, int_range: tuple[int, int]) -> int:
+    i = _integer(v)
+    if i is None:
+        raise ArgumentTypeError(f"{where} ({ctype}) expects an integer, got {type(v).__name__} {v!r}")
+    lo, hi = int_range
+    if not lo <= i <= hi:
+        raise ArgumentOverflowError(
+            f"{where} ({ctype}) must be in [{lo}, {hi}], got {i}: it does not fit and would be truncated"
+        )
+    return i
+
+
 # --------------------------------------------------------------------------- #
 # Structs that hold pointers                                                   #
 # --------------------------------------------------------------------------- #
@@ -333,6 +362,10 @@ class Struct:
         elif value is None and ct.pointer_depth:
             self._keep.pop(name, None)
             value = self._ffi.NULL
+        elif ct.is_integer and not ct.is_array:
+            int_range = _int_range(self._ffi, ct.text.replace("const ", ""))
+            if int_range is not None:
+                value = _checked_int(value, where, ct.text, int_range)
         try:
             setattr(self._cdata, name, value)
         except OverflowError as exc:
@@ -524,6 +557,9 @@ class BoundFunction:
                         cargs.append(f"_cast(_ct{p.index}, {v}.data_ptr())")
                         ns["_cast"] = self.ffi.cast
                 else:
+                    if p.int_range is not None:
+                        # anything else (np.int64, a float cffi would truncate) takes the checked path
+                        conds.append(f"type({v}) is int")
                     cargs.append(v)
             if conds:
                 lines.append(f"    if {' and '.join(conds)}:")
@@ -794,14 +830,9 @@ class BoundFunction:
         return int(v)
 
     def _check_int(self, p: _Param, v: Any) -> Any:
-        if isinstance(v, (int, np.integer)) and not isinstance(v, bool) and p.int_range is not None:
-            lo, hi = p.int_range
-            if not lo <= v <= hi:
-                raise ArgumentOverflowError(
-                    f"{self._where(p)} ({p.ctype}) must be in [{lo}, {hi}], got {v}: it does not fit and would be truncated"
-                )
-            return int(v)
-        return v
+        if p.int_range is None:
+            return v
+        return _checked_int(v, self._where(p), p.ctype, p.int_range)
 
     def _explain_call_error(self, exc: Exception, cargs: list[Any]) -> Exception:
         for p in self.params:
@@ -815,9 +846,13 @@ class BoundFunction:
                     self._check_int(p, v)
                 except ArgumentOverflowError as err:
                     return err
-            elif not isinstance(v, (int, float, np.number)):
+            elif not isinstance(v, (float, np.floating)):
                 try:
+                    if isinstance(v, (str, bytes, bytearray)):  # float("3") parses; C takes no strings
+                        raise TypeError
                     float(v)
+                except OverflowError:
+                    return ArgumentOverflowError(f"{self._where(p)} ({p.ctype}) cannot hold {v!r}: it is out of range")
                 except Exception:
                     return ArgumentTypeError(f"{self._where(p)} ({p.ctype}) expects a number, got {type(v).__name__}")
         cls = ArgumentOverflowError if isinstance(exc, OverflowError) else ArgumentTypeError

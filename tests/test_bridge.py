@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+from decimal import Decimal
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -292,6 +294,40 @@ def test_integer_scalars_in_range(userlib, rng):
 def test_float_for_integer_parameter_is_a_type_error(userlib):
     with pytest.raises(ArgumentTypeError, match="argument 'a'"):
         userlib.add_i32(1.5, 2)
+
+
+FLOAT_LIKES = [np.float32(1.5), np.float16(2.5), np.longdouble(3.5), np.float32("nan"), torch.tensor(1.7),
+               np.array(2.5), Fraction(3, 2), Decimal("1.5")]
+
+
+@pytest.mark.parametrize("value", FLOAT_LIKES, ids=repr)
+def test_float_likes_for_integer_parameters_are_never_truncated(userlib, value):
+    # Found by tests/test_fuzz_bridge.py: cffi converts anything with __int__, so
+    # np.float32(1.5) reached C as 1 (and NaN raised a bare ValueError).
+    with pytest.raises(ArgumentTypeError, match="argument 'a'"):
+        userlib.add_i32(value, 2)
+    x = torch.zeros(4, dtype=torch.int64)
+    with pytest.raises(ArgumentTypeError, match="argument 'n'"):
+        userlib.add_one_i64(x, value)  # the generated fast path
+    assert x.tolist() == [0] * 4
+    with pytest.raises(ArgumentTypeError, match="field 'n'"):
+        userlib.struct("job", n=value)
+
+
+@pytest.mark.parametrize("value", [np.int16(5), np.uint64(5), torch.tensor(5), np.array(5, dtype=np.int8), True])
+def test_integer_likes_for_integer_parameters(userlib, value):
+    assert userlib.add_i32(value, 2) == int(value) + 2
+    with pytest.raises(ArgumentOverflowError, match="argument 'b'"):
+        userlib.add_i32(2, torch.tensor(2**40))
+
+
+def test_float_parameter_errors_name_the_argument(userlib):
+    with pytest.raises(ArgumentTypeError, match="argument 'x'"):
+        userlib.safe_sqrt("4")  # float("4") parses, but C takes no strings
+    with pytest.raises(ArgumentOverflowError, match="argument 'x'"):
+        userlib.safe_sqrt(2**1100)
+    with pytest.raises(ArgumentOverflowError, match="argument 'a'"):
+        userlib.scale_into(torch.zeros(2, 2), 2**1100)
 
 
 def test_strings(userlib):
