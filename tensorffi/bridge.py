@@ -271,6 +271,9 @@ def _int_range(ffi: Any, ctype: str) -> tuple[int, int] | None:
     return (-(1 << (8 * size - 1)), (1 << (8 * size - 1)) - 1) if signed else (0, (1 << (8 * size)) - 1)
 
 
+_MAX_SIZE = (1 << 63) - 1  # sizes are int64_t
+
+
 def _integer(v: Any) -> int | None:
     """``v`` as a Python int if it is an integer (``int``, ``bool``, a NumPy integer or
     bool, anything with ``__index__`` such as a 0-d integer tensor), else None. cffi
@@ -282,6 +285,11 @@ def _integer(v: Any) -> int | None:
         return operator.index(v)
     except Exception:
         return None
+
+
+def _is_bool(v: Any) -> bool:
+    """A bool of any kind: not a size, even where it is an integer."""
+    return isinstance(v, (bool, np.bool_)) or getattr(v, "dtype", None) in (torch.bool, np.bool_)
 
 
 def _checked_int(v: Any, where: str, ctype: str, int_range: tuple[int, int]) -> int:
@@ -662,9 +670,10 @@ class BoundFunction:
         for sym, v in extra.items():
             if v is None:
                 continue
+            v = self._as_size_named(sym, v)
             if sym in env and env[sym] != v:
                 raise ShapeError(f"{self.name}(): {sym}={v} was passed, but {sym} = {env[sym]} from {origin[sym]}")
-            env[sym] = self._as_size_named(sym, v)
+            env[sym] = v
             origin[sym] = f"keyword {sym}="
         for p, shape in deferred:
             self._check_products(p, shape, env)
@@ -687,6 +696,8 @@ class BoundFunction:
             if p.kind == "scalar":
                 if p.fill is not None:
                     computed = self._eval_fill(p, env, given)
+                    if v is not None:
+                        v = self._as_size(p, v)
                     if v is not None and v != computed:
                         expr = f"numel({p.fill.numel_of})" if p.fill.numel_of else str(p.fill.dim)
                         raise ShapeError(
@@ -818,16 +829,21 @@ class BoundFunction:
         return self._eval_dim(p, fill.dim, env)
 
     def _as_size(self, p: _Param, v: Any) -> int:
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise ArgumentTypeError(f"{self._where(p)} ({p.ctype}) expects an integer, got {type(v).__name__}")
-        if v < 0:
-            raise ShapeError(f"{self._where(p)} is a size and must be >= 0, got {v}")
-        return int(v)
+        """A length passed for a filled-in parameter: an integer (not a bool, not a float
+        equal to one), >= 0, that fits the parameter's C type (checked before anything
+        is allocated from it)."""
+        i = None if _is_bool(v) else _integer(v)
+        if i is None:
+            raise ArgumentTypeError(f"{self._where(p)} ({p.ctype}) expects an integer, got {type(v).__name__} {v!r}")
+        if i < 0:
+            raise ShapeError(f"{self._where(p)} is a size and must be >= 0, got {i}")
+        return self._check_int(p, i)
 
     def _as_size_named(self, sym: str, v: Any) -> int:
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-            raise ShapeError(f"{self.name}(): {sym}= must be a non-negative integer, got {v!r}")
-        return int(v)
+        i = None if _is_bool(v) else _integer(v)
+        if i is None or not 0 <= i <= _MAX_SIZE:
+            raise ShapeError(f"{self.name}(): {sym}= must be an integer in [0, {_MAX_SIZE}], got {v!r}")
+        return i
 
     def _check_int(self, p: _Param, v: Any) -> Any:
         if p.int_range is None:

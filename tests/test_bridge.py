@@ -250,6 +250,54 @@ def test_filled_length_can_be_passed_and_is_checked(userlib, kind):
         userlib.sum_f64(x, n=5)
 
 
+@pytest.mark.parametrize("n", [3.0, np.float32(3), "3", [3], np.array([3, 3]), torch.tensor([3, 3]), True],
+                         ids=repr)
+def test_filled_length_passed_must_be_an_integer(userlib, kind, n):
+    # Found by tests/test_fuzz_bridge.py: a passed length was only compared with the
+    # computed one, so 3.0 was accepted, "3" was "a ShapeError: n is 3 but n = 3", and
+    # a two-element array raised a bare ValueError / RuntimeError.
+    x = as_kind(np.arange(3.0) if n is not True else np.ones(1), kind)
+    with pytest.raises(ArgumentTypeError, match="argument 'n'"):
+        userlib.sum_f64(x, n=n)
+
+
+def test_filled_length_integer_likes(userlib, kind):
+    x = as_kind(np.arange(3.0), kind)
+    assert userlib.sum_f64(x, n=np.int64(3)) == 3.0
+    assert userlib.sum_f64(x, n=torch.tensor(3)) == 3.0
+
+
+@pytest.fixture(scope="module")
+def sizelib(cache):
+    return tensorffi.compile(
+        "sizelib",
+        "void iota32(int32_t *y, int32_t n); void fill_m(double *y, int64_t count);",
+        source="void iota32(int32_t *y, int32_t n) { for (int32_t i = 0; i < n; i++) y[i] = i; }\n"
+        "void fill_m(double *y, int64_t c) { for (int64_t i = 0; i < c; i++) y[i] = 1; }",
+        contracts={"iota32": "y: out [n]", "fill_m": "y: out [m]; count = m"},
+        cache=cache,
+    )
+
+
+@pytest.mark.parametrize("n", [2**63, 2**64])
+def test_sizes_beyond_their_c_type_are_refused_before_allocating(sizelib, n):
+    # Found by tests/test_fuzz_bridge.py: the out array was allocated from the size
+    # first, and torch.empty raised a TypeError that was not a TensorFFIError.
+    with pytest.raises(ArgumentOverflowError, match="argument 'n'"):
+        tensorffi.core.iota(n=n)
+    with pytest.raises(ArgumentOverflowError, match="argument 'n'"):
+        sizelib.iota32(n=2**31)
+    assert sizelib.iota32(n=3).tolist() == [0, 1, 2]
+
+
+def test_size_keywords_must_be_int64(sizelib):
+    for bad in (2**63, -1, 2.0, True, np.bool_(True), "2"):
+        with pytest.raises(ShapeError, match="m="):
+            sizelib.fill_m(m=bad)
+    assert sizelib.fill_m(m=np.int32(2)).tolist() == [1.0, 1.0]
+    assert sizelib.fill_m(m=torch.tensor(1)).tolist() == [1.0]
+
+
 def test_status_return_raises_and_out_returns(userlib, kind):
     out = userlib.safe_sqrt(6.25)
     assert float(out[0]) == 2.5
