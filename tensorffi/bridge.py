@@ -163,6 +163,8 @@ def prepare_array(
     if isinstance(value, _ndarray):
         return _prepare_ndarray(value, where, ctype, dtype, written, may_copy, is_strided)
     if isinstance(value, (bytes, bytearray, memoryview)) and dtype in ("uint8", "int8", "any"):
+        if isinstance(value, memoryview) and not value.c_contiguous:
+            raise LayoutError(f"{where} ({ctype}) is a memoryview that is not C-contiguous")
         arr = np.frombuffer(value, dtype=np.uint8 if dtype == "any" else dtype)
         return _prepare_ndarray(arr, where, ctype, dtype, written, may_copy, is_strided)
     raise ArgumentTypeError(

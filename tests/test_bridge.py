@@ -80,6 +80,9 @@ def test_bytes_like_objects_for_byte_pointers(userlib):
     data = bytes([0, 1, 2, 0, 5])
     assert userlib.count_nonzero_bytes(data, len(data)) == 3
     assert userlib.count_nonzero_bytes(memoryview(bytearray(data)), len(data)) == 3
+    # Found by tests/test_fuzz_bridge.py: a strided memoryview raised a bare BufferError.
+    with pytest.raises(LayoutError, match="argument 'p'"):
+        userlib.count_nonzero_bytes(memoryview(bytearray(data))[::2], 3)
 
 
 # --------------------------------------------------------------------------- #
