@@ -8,6 +8,9 @@ into a Python callable that checks every argument *before* C touches memory:
 * element type against the C pointer type (``float *`` is float32, ``void *`` any);
 * device: only CPU memory; CUDA, meta and fake tensors are refused and their
   ``data_ptr()`` is never read;
+* lazy views whose memory does not hold their values (the negative or conjugate
+  bit: ``z.conj().imag``) are resolved where a copy is allowed (a read argument with
+  a contract shape) and refused elsewhere, as ``Tensor.numpy()`` refuses them;
 * written arguments (non-``const`` pointers, ``out``/``inout`` roles) must be
   contiguous and writable: read-only arrays, tensors that require grad, expanded
   and self-overlapping views are refused, never silently copied (a copy would lose
@@ -189,6 +192,16 @@ def _prepare_tensor(
         raise LayoutError(f"{where} has layout {t.layout}; only dense (strided) tensors can be passed to C")
     if dtype != "any" and t.dtype is not TORCH_DTYPES[dtype]:
         raise DTypeError(f"{where} ({ctype}) expects dtype {TORCH_DTYPES[dtype]}, got {t.dtype}")
+    if t.is_neg() or t.is_conj():
+        # A lazy view (z.conj().imag, x.conj()): its memory holds the values before
+        # negation/conjugation. Like Tensor.numpy(), never hand C that memory as is.
+        bit = "negative" if t.is_neg() else "conjugate"
+        if written or is_strided or not may_copy:
+            raise LayoutError(
+                f"{where} has its {bit} bit set (a lazy view such as z.conj().imag): its memory does not "
+                f"hold the values it shows. Pass x.resolve_neg() / x.resolve_conj()"
+            )
+        t = t.resolve_neg().resolve_conj()
     if written:
         if t.requires_grad:
             raise WritabilityError(
@@ -552,10 +565,11 @@ class BoundFunction:
             for p in self.params:
                 v = p.pyname
                 if p.kind == "array":
-                    c = f"type({v}) is _T and {v}.is_cpu and {v}.is_contiguous()"
+                    c = f"type({v}) is _T and {v}.is_cpu and {v}.is_contiguous() and not {v}.is_neg() and not {v}.is_conj()"
                     if p.dtype != "any":
                         ns[f"_d{p.index}"] = TORCH_DTYPES[p.dtype]
-                        c = f"type({v}) is _T and {v}.dtype is _d{p.index} and {v}.is_cpu and {v}.is_contiguous()"
+                        # (real dtypes: only the negative bit can be set)
+                        c = f"type({v}) is _T and {v}.dtype is _d{p.index} and {v}.is_cpu and {v}.is_contiguous() and not {v}.is_neg()"
                     if p.written:
                         c += f" and not {v}.requires_grad"
                         written.append(v)

@@ -171,6 +171,24 @@ def test_in_place_write_bumps_version_so_autograd_notices(userlib, rng):
         loss.backward()
 
 
+def test_negative_bit_views_never_reach_c_as_stored(userlib, rng):
+    # Found by tests/test_fuzz_bridge.py: z.conj().imag is a float64 view whose memory
+    # holds +imag with a lazy negation; C was handed that memory and read the wrong sign.
+    ref = rng.standard_normal(5)
+    z = torch.complex(torch.zeros(5, dtype=torch.float64), torch.from_numpy(ref))
+    neg = z.conj().imag  # values -ref, stored +ref
+    assert neg.is_neg()
+    assert userlib.sum_f64(neg) == pytest.approx(-ref.sum(), rel=1e-12)  # contract: resolved copy
+    with pytest.raises(LayoutError, match="argument 'p'.*negative bit"):
+        userlib.count_nonzero_bytes(neg, 40)  # no contract (void *): refused
+    with pytest.raises(LayoutError, match="argument 'x'.*negative bit"):
+        userlib.add_one_f64(neg, 5)  # written: refused, memory untouched
+    np.testing.assert_array_equal(z.imag.numpy(), ref)
+    with pytest.raises(LayoutError, match="conjugate bit"):
+        userlib.count_nonzero_bytes(z.conj(), 80)
+    assert userlib.count_nonzero_bytes(z.conj().resolve_conj(), 80) >= 0
+
+
 def test_zero_size_arrays(userlib, kind):
     x = as_kind(np.empty(0, np.float32), kind)
     userlib.process_data(x, 0)
