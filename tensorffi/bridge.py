@@ -209,7 +209,7 @@ def _prepare_tensor(
                 f"see C's write. Pass a tensor that does not require grad (e.g. x.detach().clone())"
             )
         if is_strided:
-            if torch._debug_has_internal_overlap(t) != 0:
+            if _self_overlaps(tuple(t.shape), t.stride(), 1):
                 raise LayoutError(f"{where} is written by C, but this view overlaps itself (strides {t.stride()})")
         elif not t.is_contiguous():
             raise LayoutError(
@@ -243,7 +243,7 @@ def _prepare_ndarray(
         if not flags.aligned:
             raise LayoutError(f"{where} is written by C, but the NumPy array is not aligned")
         if is_strided:
-            if np.shares_memory(a, a) and _np_self_overlaps(a):
+            if _self_overlaps(a.shape, a.strides, a.itemsize):
                 raise LayoutError(f"{where} is written by C, but this view overlaps itself (strides {a.strides})")
         elif not flags.c_contiguous:
             raise LayoutError(
@@ -263,11 +263,17 @@ def _prepare_ndarray(
     return Prepared(a.__array_interface__["data"][0], a, a.shape, "numpy", None)
 
 
-def _np_self_overlaps(a: np.ndarray) -> bool:
-    if a.size <= 1:
+def _self_overlaps(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
+    """Whether a view may have two elements sharing memory (strides and itemsize in the
+    same unit). Exact for dense, strided (lda-style) and expanded views; conservative
+    (True) for interleaved ones such as strides (2, 3) over shape (3, 2).
+
+    torch's own ``_debug_has_internal_overlap`` answers "too hard" for every
+    non-dense view, which refused plain submatrix views like ``a[:, :3]``."""
+    if int(np.prod(shape, dtype=np.int64)) <= 1:
         return False
-    dims = sorted((abs(s), n) for s, n in zip(a.strides, a.shape) if n > 1)
-    extent = a.itemsize
+    dims = sorted((abs(s), n) for s, n in zip(strides, shape) if n > 1)
+    extent = itemsize
     for stride, n in dims:
         if stride < extent:
             return True

@@ -229,6 +229,25 @@ def test_strided_refuses_self_overlapping_written_view(userlib):
         userlib.process_data(tensorffi.strided(torch.zeros(1).expand(4)), 4)
 
 
+def test_strided_written_views_that_do_not_overlap(sizelib, kind):
+    # Found by tests/test_fuzz_bridge.py: for torch, a written strided() view was
+    # refused as "overlapping itself" whenever it was not dense (torch's overlap
+    # check answers "too hard"), so the BLAS-style output a[:, 1:4] with its lda
+    # could not be written. NumPy views were accepted.
+    full = as_kind(np.zeros((5, 7)), kind)
+    expected = np.zeros((5, 7))
+    for pick in (lambda a: a[:, 1:4], lambda a: a[::2, ::3], lambda a: a.T[:3]):
+        view = pick(full)
+        st = view.stride() if kind == "torch" else tuple(s // 8 for s in view.strides)
+        sizelib.strided_inc(tensorffi.strided(view), view.shape[0], view.shape[1], st[0], st[1])
+        pick(expected)[...] += 1
+        np.testing.assert_array_equal(to_numpy(full), expected)
+    overlapping = full.as_strided((3, 3), (1, 1)) if kind == "torch" else np.lib.stride_tricks.as_strided(full, (3, 3), (8, 8))
+    with pytest.raises(LayoutError, match="overlaps itself"):
+        sizelib.strided_inc(tensorffi.strided(overlapping), 3, 3, 1, 1)
+    np.testing.assert_array_equal(to_numpy(full), expected)
+
+
 def test_non_contiguous_input_with_contract_is_copied(userlib, kind, rng):
     full = rng.standard_normal((9, 4))
     x = as_kind(full, kind)[::3, 1]
@@ -292,9 +311,12 @@ def test_filled_length_integer_likes(userlib, kind):
 def sizelib(cache):
     return tensorffi.compile(
         "sizelib",
-        "void iota32(int32_t *y, int32_t n); void fill_m(double *y, int64_t count);",
+        "void iota32(int32_t *y, int32_t n); void fill_m(double *y, int64_t count);"
+        "void strided_inc(double *x, int64_t rows, int64_t cols, int64_t rs, int64_t cs);",
         source="void iota32(int32_t *y, int32_t n) { for (int32_t i = 0; i < n; i++) y[i] = i; }\n"
-        "void fill_m(double *y, int64_t c) { for (int64_t i = 0; i < c; i++) y[i] = 1; }",
+        "void fill_m(double *y, int64_t c) { for (int64_t i = 0; i < c; i++) y[i] = 1; }\n"
+        "void strided_inc(double *x, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {\n"
+        "    for (int64_t i = 0; i < rows; i++) for (int64_t j = 0; j < cols; j++) x[i * rs + j * cs] += 1; }",
         contracts={"iota32": "y: out [n]", "fill_m": "y: out [m]; count = m"},
         cache=cache,
     )
