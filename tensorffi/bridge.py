@@ -432,6 +432,7 @@ class _Param:
     optional: bool = False
     fill: Fill | None = None
     int_range: tuple[int, int] | None = None
+    is_float: bool = False  # float, double, long double scalars
     as_int: bool = False  # passed to C as an integer address (intptr_t shim)
 
     @property
@@ -497,6 +498,7 @@ class BoundFunction:
                     fill = Fill(p.name, dim=Dim((p.name,)))
             elif fill is not None:
                 raise ContractError(f"{self.name}: '{p.name}' = ... needs an integer parameter, not {ct.text}")
+            base.is_float = ct.is_float
             base.fill = fill
             return base
         if fill is not None:
@@ -595,7 +597,7 @@ class BoundFunction:
                 lines.append(f"    if {' and '.join(conds)}:")
                 lines.append("        try:")
                 lines.append(f"            _r = _c({', '.join(cargs)})")
-                lines.append("        except (TypeError, OverflowError) as _e:")
+                lines.append("        except Exception:  # converting an argument failed: the checked path explains")
                 lines.append(f"            return _slow({', '.join(allnames)})")
                 if written:
                     lines.append(f"        _bump(({', '.join(written)},))")
@@ -729,6 +731,8 @@ class BoundFunction:
                     v = computed
                 if p.int_range is not None:
                     v = self._check_int(p, v)
+                elif p.is_float and type(v) is not float:
+                    self._check_float(p, v)
                 cargs[p.index] = v
             elif p.kind == "struct":
                 if isinstance(v, Struct):
@@ -872,6 +876,18 @@ class BoundFunction:
             return v
         return _checked_int(v, self._where(p), p.ctype, p.int_range)
 
+    def _check_float(self, p: _Param, v: Any) -> None:
+        """cffi converts a float argument with ``__float__``, which may raise anything
+        (a 2-element tensor: ValueError); check it here so the error names ``p``."""
+        try:
+            if isinstance(v, (str, bytes, bytearray)):  # float("3") parses; C takes no strings
+                raise TypeError
+            float(v)
+        except OverflowError:
+            raise ArgumentOverflowError(f"{self._where(p)} ({p.ctype}) cannot hold {v!r}: it is out of range") from None
+        except Exception:
+            raise ArgumentTypeError(f"{self._where(p)} ({p.ctype}) expects a number, got {type(v).__name__}") from None
+
     def _explain_call_error(self, exc: Exception, cargs: list[Any]) -> Exception:
         for p in self.params:
             if p.kind != "scalar":
@@ -886,13 +902,9 @@ class BoundFunction:
                     return err
             elif not isinstance(v, (float, np.floating)):
                 try:
-                    if isinstance(v, (str, bytes, bytearray)):  # float("3") parses; C takes no strings
-                        raise TypeError
-                    float(v)
-                except OverflowError:
-                    return ArgumentOverflowError(f"{self._where(p)} ({p.ctype}) cannot hold {v!r}: it is out of range")
-                except Exception:
-                    return ArgumentTypeError(f"{self._where(p)} ({p.ctype}) expects a number, got {type(v).__name__}")
+                    self._check_float(p, v)
+                except (ArgumentOverflowError, ArgumentTypeError) as err:
+                    return err
         cls = ArgumentOverflowError if isinstance(exc, OverflowError) else ArgumentTypeError
         return cls(f"{self.name}(): {exc}")
 

@@ -309,14 +309,17 @@ def test_filled_length_integer_likes(userlib, kind):
 
 @pytest.fixture(scope="module")
 def sizelib(cache):
+    """Small C functions for the bridge's regression tests (sizes, strides, a raw float)."""
     return tensorffi.compile(
         "sizelib",
         "void iota32(int32_t *y, int32_t n); void fill_m(double *y, int64_t count);"
-        "void strided_inc(double *x, int64_t rows, int64_t cols, int64_t rs, int64_t cs);",
+        "void strided_inc(double *x, int64_t rows, int64_t cols, int64_t rs, int64_t cs);"
+        "void scale_raw(float *x, int64_t n, double a);",
         source="void iota32(int32_t *y, int32_t n) { for (int32_t i = 0; i < n; i++) y[i] = i; }\n"
         "void fill_m(double *y, int64_t c) { for (int64_t i = 0; i < c; i++) y[i] = 1; }\n"
         "void strided_inc(double *x, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {\n"
-        "    for (int64_t i = 0; i < rows; i++) for (int64_t j = 0; j < cols; j++) x[i * rs + j * cs] += 1; }",
+        "    for (int64_t i = 0; i < rows; i++) for (int64_t j = 0; j < cols; j++) x[i * rs + j * cs] += 1; }\n"
+        "void scale_raw(float *x, int64_t n, double a) { for (int64_t i = 0; i < n; i++) x[i] *= (float)a; }",
         contracts={"iota32": "y: out [n]", "fill_m": "y: out [m]; count = m"},
         cache=cache,
     )
@@ -419,6 +422,21 @@ def test_float_parameter_errors_name_the_argument(userlib):
         userlib.safe_sqrt(2**1100)
     with pytest.raises(ArgumentOverflowError, match="argument 'a'"):
         userlib.scale_into(torch.zeros(2, 2), 2**1100)
+
+
+@pytest.mark.parametrize("value", [torch.tensor([1.0, 2.0]), np.array([1.0, 2.0]), torch.tensor(1.0, device="meta")],
+                         ids=["tensor2", "array2", "meta0d"])
+def test_float_parameter_conversion_errors_are_tensorffi_errors(userlib, sizelib, value):
+    # Found by tests/test_fuzz_bridge.py: cffi calls __float__, and a two-element
+    # tensor raises ValueError there (a meta tensor RuntimeError), which escaped bare.
+    with pytest.raises(ArgumentTypeError, match="argument 'x'"):
+        userlib.safe_sqrt(value)
+    with pytest.raises(ArgumentTypeError, match="argument 'a'"):
+        userlib.scale_into(torch.zeros(2, 2), value)
+    x = torch.ones(3)
+    with pytest.raises(ArgumentTypeError, match="argument 'a'"):
+        sizelib.scale_raw(x, 3, value)  # the generated fast path
+    assert x.tolist() == [1.0] * 3
 
 
 def test_strings(userlib):
