@@ -259,7 +259,9 @@ def _prepare_ndarray(
                 f"shape for it, so the bridge cannot copy it safely. Pass np.ascontiguousarray(x), "
                 f"declare its shape in a contract, or pass tensorffi.strided(x)"
             )
-        a = np.ascontiguousarray(a)
+        # A fresh C-ordered, aligned copy of the same shape (np.ascontiguousarray keeps an
+        # unaligned contiguous array as is, and turns a 0-d array into shape (1,)).
+        a = np.array(a, order="C", copy=True)
     return Prepared(a.__array_interface__["data"][0], a, a.shape, "numpy", None)
 
 

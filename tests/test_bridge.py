@@ -248,6 +248,20 @@ def test_strided_written_views_that_do_not_overlap(sizelib, kind):
     np.testing.assert_array_equal(to_numpy(full), expected)
 
 
+def test_unaligned_input_with_contract_is_copied_keeping_its_shape(userlib, sizelib):
+    # Found by tests/test_fuzz_bridge.py: the copy was np.ascontiguousarray, which
+    # returns an unaligned contiguous array as is (C got the unaligned pointer) and
+    # makes a 0-d array 1-d (so it passed as 'x: [n]' with n = 1).
+    raw = np.zeros(8 * 4 + 1, np.uint8)
+    a = raw[1:].view(np.float64)
+    a[:] = [1.0, 2.0, 3.0, 4.0]
+    assert not a.flags.aligned
+    assert sizelib.addr_mod8(a) == 0
+    assert userlib.sum_f64(a) == 10.0
+    with pytest.raises(ShapeError, match=r"argument 'x' must have 1 dimension"):
+        userlib.sum_f64(a[:1].reshape(()))
+
+
 def test_non_contiguous_input_with_contract_is_copied(userlib, kind, rng):
     full = rng.standard_normal((9, 4))
     x = as_kind(full, kind)[::3, 1]
@@ -314,13 +328,15 @@ def sizelib(cache):
         "sizelib",
         "void iota32(int32_t *y, int32_t n); void fill_m(double *y, int64_t count);"
         "void strided_inc(double *x, int64_t rows, int64_t cols, int64_t rs, int64_t cs);"
-        "void scale_raw(float *x, int64_t n, double a);",
+        "void scale_raw(float *x, int64_t n, double a);"
+        "int64_t addr_mod8(const double *x, int64_t n);",
         source="void iota32(int32_t *y, int32_t n) { for (int32_t i = 0; i < n; i++) y[i] = i; }\n"
         "void fill_m(double *y, int64_t c) { for (int64_t i = 0; i < c; i++) y[i] = 1; }\n"
         "void strided_inc(double *x, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {\n"
         "    for (int64_t i = 0; i < rows; i++) for (int64_t j = 0; j < cols; j++) x[i * rs + j * cs] += 1; }\n"
-        "void scale_raw(float *x, int64_t n, double a) { for (int64_t i = 0; i < n; i++) x[i] *= (float)a; }",
-        contracts={"iota32": "y: out [n]", "fill_m": "y: out [m]; count = m"},
+        "void scale_raw(float *x, int64_t n, double a) { for (int64_t i = 0; i < n; i++) x[i] *= (float)a; }\n"
+        "int64_t addr_mod8(const double *x, int64_t n) { (void)n; return (int64_t)((uintptr_t)x % 8); }",
+        contracts={"iota32": "y: out [n]", "fill_m": "y: out [m]; count = m", "addr_mod8": "x: [n]"},
         cache=cache,
     )
 
