@@ -401,7 +401,7 @@ class Struct:
             setattr(self._cdata, name, value)
         except OverflowError as exc:
             raise ArgumentOverflowError(f"{where} ({ct.text}): {exc}") from None
-        except TypeError as exc:
+        except Exception as exc:  # a failed conversion: __float__ of a 2-element tensor raises ValueError
             raise ArgumentTypeError(f"{where} ({ct.text}): {exc}") from None
 
     def __getattr__(self, name: str) -> Any:

@@ -488,6 +488,9 @@ def test_struct_fields_are_checked_like_arguments(userlib):
         userlib.struct("job", **{"in": torch.zeros(3, dtype=torch.float64)})
     with pytest.raises(ArgumentOverflowError, match="field 'n'"):
         userlib.struct("job", n=2**70)
+    # a float field whose conversion fails otherwise than with TypeError (was a bare ValueError)
+    with pytest.raises(ArgumentTypeError, match="field 'gain'"):
+        userlib.struct("job", gain=torch.tensor([1.0, 2.0]))
 
 
 def test_native_struct_example(rng):
