@@ -941,6 +941,62 @@ def _userlib_raw(lib, data):
         _run_raw(getattr(lib, fname), fname, a, want, written, n, n_range, op, xname, pname)
 
 
+@settings(max_examples=QUICK, **_COMMON)
+@given(data=st.data())
+def test_userlib_struct_fields(userlib, data):
+    _userlib_struct(userlib, data)
+
+
+@pytest.mark.slow
+@settings(max_examples=LONG, **_COMMON)
+@given(data=st.data())
+def test_userlib_struct_fields_long(userlib, data):
+    _userlib_struct(userlib, data)
+
+
+def _userlib_struct(lib, data):
+    """struct job {const float *in; float *out; int64_t n; float gain;} and run_job(&job):
+    fields are checked like arguments (named "field 'x'"), arrays kept alive, C's
+    write through 'out' bumps its version."""
+    a_in = data.draw(arrays("f32", shape=data.draw(shapes(rank=1), label="in shape")), label="in")
+    a_out = data.draw(arrays("f32", shape=data.draw(shapes(rank=1), label="out shape"), written=True), label="out")
+    room = min(a_in.numel if a_in.kind != "other" else 0, a_out.numel if a_out.kind != "other" else 0)
+    n = data.draw(lengths(room), label="n")
+    if data.draw(st.floats(0, 1), label="gain odd?") < 0.15:
+        gain = data.draw(scalars(), label="gain")
+    else:
+        f = data.draw(st.floats(-100, 100), label="gain")
+        gain = Scalar(f, "float", f)
+    note(f"job: in = {a_in.desc}; out = {a_out.desc}; n = {n!r}; gain = {gain!r}")
+    faults: list[Fault] = []
+    for a, name, written in ((a_in, "in", False), (a_out, "out", True)):
+        if a.obj is not None:  # None is NULL for a pointer field (and n <= 0 then)
+            faults += [(cls, name) for cls in array_faults(a, "f32", written=written, may_copy=False)]
+    err_n, count = expect_int(n, *INT64)
+    err_g, g = expect_float(gain, np.float32)
+    faults += [(e, name) for e, name in ((err_n, "n"), (err_g, "gain")) if e]
+    for a in (a_in, a_out):
+        a.snapshot()
+    raised, job = call_expecting(lambda: lib.struct("job", **{"in": a_in.obj, "out": a_out.obj, "n": n.value, "gain": gain.value}),
+                                 (), {}, faults, "struct job")
+    if raised:
+        a_in.expect_unchanged("struct job refused")
+        a_out.expect_unchanged("struct job refused")
+        return
+    assert lib.run_job(job) is None
+    count = max(0, count)
+    a_in.expect_unchanged("run_job in")
+    if a_out.obj is None:
+        return
+    if count == 0:
+        a_out.expect_unchanged("run_job out (n <= 0)")
+        return
+    with np.errstate(all="ignore"):
+        expected = (np.float32(g) * a_in.values.reshape(-1)[:count]).astype(np.float32)
+    a_out.expect_memory(expected, count, "run_job out")
+    check_version(a_out, True)
+
+
 # --------------------------------------------------------------------------- #
 # 3. void *: any dtype, bytes-likes, cffi objects                              #
 # --------------------------------------------------------------------------- #
