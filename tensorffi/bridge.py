@@ -8,6 +8,9 @@ into a Python callable that checks every argument *before* C touches memory:
 * element type against the C pointer type (``float *`` is float32, ``void *`` any);
 * device: only CPU memory; CUDA, meta and fake tensors are refused and their
   ``data_ptr()`` is never read;
+* lazy views whose memory does not hold their values (the negative or conjugate
+  bit: ``z.conj().imag``) are resolved where a copy is allowed (a read argument with
+  a contract shape) and refused elsewhere, as ``Tensor.numpy()`` refuses them;
 * written arguments (non-``const`` pointers, ``out``/``inout`` roles) must be
   contiguous and writable: read-only arrays, tensors that require grad, expanded
   and self-overlapping views are refused, never silently copied (a copy would lose
@@ -18,7 +21,10 @@ into a Python callable that checks every argument *before* C touches memory:
   :func:`strided` to hand C a view's own pointer on purpose;
 * sizes against the contract's symbolic shapes; length arguments are filled in;
   ``out`` arrays are allocated in the caller's kind (torch in, torch out);
-* integer scalars against the range of their C type (``OverflowError``);
+* integer scalars against the range of their C type (``OverflowError``); a float
+  (of any kind: NumPy, a 0-d tensor, ``Fraction``) for an integer parameter is a
+  ``TypeError``, never truncated. Integers are ``int``, NumPy integers, ``bool`` and
+  objects with ``__index__`` (0-d integer tensors and arrays);
 * lifetimes: every object whose memory C sees (including copies, and tensors placed
   in a :class:`Struct`) is referenced until the call returns.
 
@@ -27,6 +33,7 @@ cffi releases the GIL around every call.
 from __future__ import annotations
 
 import keyword
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Mapping
 
@@ -159,6 +166,8 @@ def prepare_array(
     if isinstance(value, _ndarray):
         return _prepare_ndarray(value, where, ctype, dtype, written, may_copy, is_strided)
     if isinstance(value, (bytes, bytearray, memoryview)) and dtype in ("uint8", "int8", "any"):
+        if isinstance(value, memoryview) and not value.c_contiguous:
+            raise LayoutError(f"{where} ({ctype}) is a memoryview that is not C-contiguous")
         arr = np.frombuffer(value, dtype=np.uint8 if dtype == "any" else dtype)
         return _prepare_ndarray(arr, where, ctype, dtype, written, may_copy, is_strided)
     raise ArgumentTypeError(
@@ -183,6 +192,16 @@ def _prepare_tensor(
         raise LayoutError(f"{where} has layout {t.layout}; only dense (strided) tensors can be passed to C")
     if dtype != "any" and t.dtype is not TORCH_DTYPES[dtype]:
         raise DTypeError(f"{where} ({ctype}) expects dtype {TORCH_DTYPES[dtype]}, got {t.dtype}")
+    if t.is_neg() or t.is_conj():
+        # A lazy view (z.conj().imag, x.conj()): its memory holds the values before
+        # negation/conjugation. Like Tensor.numpy(), never hand C that memory as is.
+        bit = "negative" if t.is_neg() else "conjugate"
+        if written or is_strided or not may_copy:
+            raise LayoutError(
+                f"{where} has its {bit} bit set (a lazy view such as z.conj().imag): its memory does not "
+                f"hold the values it shows. Pass x.resolve_neg() / x.resolve_conj()"
+            )
+        t = t.resolve_neg().resolve_conj()
     if written:
         if t.requires_grad:
             raise WritabilityError(
@@ -190,7 +209,7 @@ def _prepare_tensor(
                 f"see C's write. Pass a tensor that does not require grad (e.g. x.detach().clone())"
             )
         if is_strided:
-            if torch._debug_has_internal_overlap(t) != 0:
+            if _self_overlaps(tuple(t.shape), t.stride(), 1):
                 raise LayoutError(f"{where} is written by C, but this view overlaps itself (strides {t.stride()})")
         elif not t.is_contiguous():
             raise LayoutError(
@@ -224,7 +243,7 @@ def _prepare_ndarray(
         if not flags.aligned:
             raise LayoutError(f"{where} is written by C, but the NumPy array is not aligned")
         if is_strided:
-            if np.shares_memory(a, a) and _np_self_overlaps(a):
+            if _self_overlaps(a.shape, a.strides, a.itemsize):
                 raise LayoutError(f"{where} is written by C, but this view overlaps itself (strides {a.strides})")
         elif not flags.c_contiguous:
             raise LayoutError(
@@ -240,15 +259,23 @@ def _prepare_ndarray(
                 f"shape for it, so the bridge cannot copy it safely. Pass np.ascontiguousarray(x), "
                 f"declare its shape in a contract, or pass tensorffi.strided(x)"
             )
-        a = np.ascontiguousarray(a)
+        # A fresh C-ordered, aligned copy of the same shape (np.ascontiguousarray keeps an
+        # unaligned contiguous array as is, and turns a 0-d array into shape (1,)).
+        a = np.array(a, order="C", copy=True)
     return Prepared(a.__array_interface__["data"][0], a, a.shape, "numpy", None)
 
 
-def _np_self_overlaps(a: np.ndarray) -> bool:
-    if a.size <= 1:
+def _self_overlaps(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
+    """Whether a view may have two elements sharing memory (strides and itemsize in the
+    same unit). Exact for dense, strided (lda-style) and expanded views; conservative
+    (True) for interleaved ones such as strides (2, 3) over shape (3, 2).
+
+    torch's own ``_debug_has_internal_overlap`` answers "too hard" for every
+    non-dense view, which refused plain submatrix views like ``a[:, :3]``."""
+    if int(np.prod(shape, dtype=np.int64)) <= 1:
         return False
-    dims = sorted((abs(s), n) for s, n in zip(a.strides, a.shape) if n > 1)
-    extent = a.itemsize
+    dims = sorted((abs(s), n) for s, n in zip(strides, shape) if n > 1)
+    extent = itemsize
     for stride, n in dims:
         if stride < extent:
             return True
@@ -265,6 +292,39 @@ def _int_range(ffi: Any, ctype: str) -> tuple[int, int] | None:
     if ctype in ("_Bool", "bool"):
         return (0, 1)
     return (-(1 << (8 * size - 1)), (1 << (8 * size - 1)) - 1) if signed else (0, (1 << (8 * size)) - 1)
+
+
+_MAX_SIZE = (1 << 63) - 1  # sizes are int64_t
+
+
+def _integer(v: Any) -> int | None:
+    """``v`` as a Python int if it is an integer (``int``, ``bool``, a NumPy integer or
+    bool, anything with ``__index__`` such as a 0-d integer tensor), else None. cffi
+    would truncate anything with ``__int__`` (``np.float32(1.5)``, a 0-d float tensor,
+    ``Fraction``, ``Decimal``), so only these are handed to an integer parameter."""
+    if isinstance(v, (int, np.integer, np.bool_)):
+        return int(v)
+    try:
+        return operator.index(v)
+    except Exception:
+        return None
+
+
+def _is_bool(v: Any) -> bool:
+    """A bool of any kind: not a size, even where it is an integer."""
+    return isinstance(v, (bool, np.bool_)) or getattr(v, "dtype", None) in (torch.bool, np.bool_)
+
+
+def _checked_int(v: Any, where: str, ctype: str, int_range: tuple[int, int]) -> int:
+    i = _integer(v)
+    if i is None:
+        raise ArgumentTypeError(f"{where} ({ctype}) expects an integer, got {type(v).__name__} {v!r}")
+    lo, hi = int_range
+    if not lo <= i <= hi:
+        raise ArgumentOverflowError(
+            f"{where} ({ctype}) must be in [{lo}, {hi}], got {i}: it does not fit and would be truncated"
+        )
+    return i
 
 
 # --------------------------------------------------------------------------- #
@@ -333,11 +393,15 @@ class Struct:
         elif value is None and ct.pointer_depth:
             self._keep.pop(name, None)
             value = self._ffi.NULL
+        elif ct.is_integer and not ct.is_array:
+            int_range = _int_range(self._ffi, ct.text.replace("const ", ""))
+            if int_range is not None:
+                value = _checked_int(value, where, ct.text, int_range)
         try:
             setattr(self._cdata, name, value)
         except OverflowError as exc:
             raise ArgumentOverflowError(f"{where} ({ct.text}): {exc}") from None
-        except TypeError as exc:
+        except Exception as exc:  # a failed conversion: __float__ of a 2-element tensor raises ValueError
             raise ArgumentTypeError(f"{where} ({ct.text}): {exc}") from None
 
     def __getattr__(self, name: str) -> Any:
@@ -370,6 +434,7 @@ class _Param:
     optional: bool = False
     fill: Fill | None = None
     int_range: tuple[int, int] | None = None
+    is_float: bool = False  # float, double, long double scalars
     as_int: bool = False  # passed to C as an integer address (intptr_t shim)
 
     @property
@@ -435,6 +500,7 @@ class BoundFunction:
                     fill = Fill(p.name, dim=Dim((p.name,)))
             elif fill is not None:
                 raise ContractError(f"{self.name}: '{p.name}' = ... needs an integer parameter, not {ct.text}")
+            base.is_float = ct.is_float
             base.fill = fill
             return base
         if fill is not None:
@@ -509,10 +575,11 @@ class BoundFunction:
             for p in self.params:
                 v = p.pyname
                 if p.kind == "array":
-                    c = f"type({v}) is _T and {v}.is_cpu and {v}.is_contiguous()"
+                    c = f"type({v}) is _T and {v}.is_cpu and {v}.is_contiguous() and not {v}.is_neg() and not {v}.is_conj()"
                     if p.dtype != "any":
                         ns[f"_d{p.index}"] = TORCH_DTYPES[p.dtype]
-                        c = f"type({v}) is _T and {v}.dtype is _d{p.index} and {v}.is_cpu and {v}.is_contiguous()"
+                        # (real dtypes: only the negative bit can be set)
+                        c = f"type({v}) is _T and {v}.dtype is _d{p.index} and {v}.is_cpu and {v}.is_contiguous() and not {v}.is_neg()"
                     if p.written:
                         c += f" and not {v}.requires_grad"
                         written.append(v)
@@ -524,12 +591,15 @@ class BoundFunction:
                         cargs.append(f"_cast(_ct{p.index}, {v}.data_ptr())")
                         ns["_cast"] = self.ffi.cast
                 else:
+                    if p.int_range is not None:
+                        # anything else (np.int64, a float cffi would truncate) takes the checked path
+                        conds.append(f"type({v}) is int")
                     cargs.append(v)
             if conds:
                 lines.append(f"    if {' and '.join(conds)}:")
                 lines.append("        try:")
                 lines.append(f"            _r = _c({', '.join(cargs)})")
-                lines.append("        except (TypeError, OverflowError) as _e:")
+                lines.append("        except Exception:  # converting an argument failed: the checked path explains")
                 lines.append(f"            return _slow({', '.join(allnames)})")
                 if written:
                     lines.append(f"        _bump(({', '.join(written)},))")
@@ -626,9 +696,10 @@ class BoundFunction:
         for sym, v in extra.items():
             if v is None:
                 continue
+            v = self._as_size_named(sym, v)
             if sym in env and env[sym] != v:
                 raise ShapeError(f"{self.name}(): {sym}={v} was passed, but {sym} = {env[sym]} from {origin[sym]}")
-            env[sym] = self._as_size_named(sym, v)
+            env[sym] = v
             origin[sym] = f"keyword {sym}="
         for p, shape in deferred:
             self._check_products(p, shape, env)
@@ -651,6 +722,8 @@ class BoundFunction:
             if p.kind == "scalar":
                 if p.fill is not None:
                     computed = self._eval_fill(p, env, given)
+                    if v is not None:
+                        v = self._as_size(p, v)
                     if v is not None and v != computed:
                         expr = f"numel({p.fill.numel_of})" if p.fill.numel_of else str(p.fill.dim)
                         raise ShapeError(
@@ -660,6 +733,8 @@ class BoundFunction:
                     v = computed
                 if p.int_range is not None:
                     v = self._check_int(p, v)
+                elif p.is_float and type(v) is not float:
+                    self._check_float(p, v)
                 cargs[p.index] = v
             elif p.kind == "struct":
                 if isinstance(v, Struct):
@@ -782,26 +857,38 @@ class BoundFunction:
         return self._eval_dim(p, fill.dim, env)
 
     def _as_size(self, p: _Param, v: Any) -> int:
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise ArgumentTypeError(f"{self._where(p)} ({p.ctype}) expects an integer, got {type(v).__name__}")
-        if v < 0:
-            raise ShapeError(f"{self._where(p)} is a size and must be >= 0, got {v}")
-        return int(v)
+        """A length passed for a filled-in parameter: an integer (not a bool, not a float
+        equal to one), >= 0, that fits the parameter's C type (checked before anything
+        is allocated from it)."""
+        i = None if _is_bool(v) else _integer(v)
+        if i is None:
+            raise ArgumentTypeError(f"{self._where(p)} ({p.ctype}) expects an integer, got {type(v).__name__} {v!r}")
+        if i < 0:
+            raise ShapeError(f"{self._where(p)} is a size and must be >= 0, got {i}")
+        return self._check_int(p, i)
 
     def _as_size_named(self, sym: str, v: Any) -> int:
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-            raise ShapeError(f"{self.name}(): {sym}= must be a non-negative integer, got {v!r}")
-        return int(v)
+        i = None if _is_bool(v) else _integer(v)
+        if i is None or not 0 <= i <= _MAX_SIZE:
+            raise ShapeError(f"{self.name}(): {sym}= must be an integer in [0, {_MAX_SIZE}], got {v!r}")
+        return i
 
     def _check_int(self, p: _Param, v: Any) -> Any:
-        if isinstance(v, (int, np.integer)) and not isinstance(v, bool) and p.int_range is not None:
-            lo, hi = p.int_range
-            if not lo <= v <= hi:
-                raise ArgumentOverflowError(
-                    f"{self._where(p)} ({p.ctype}) must be in [{lo}, {hi}], got {v}: it does not fit and would be truncated"
-                )
-            return int(v)
-        return v
+        if p.int_range is None:
+            return v
+        return _checked_int(v, self._where(p), p.ctype, p.int_range)
+
+    def _check_float(self, p: _Param, v: Any) -> None:
+        """cffi converts a float argument with ``__float__``, which may raise anything
+        (a 2-element tensor: ValueError); check it here so the error names ``p``."""
+        try:
+            if isinstance(v, (str, bytes, bytearray)):  # float("3") parses; C takes no strings
+                raise TypeError
+            float(v)
+        except OverflowError:
+            raise ArgumentOverflowError(f"{self._where(p)} ({p.ctype}) cannot hold {v!r}: it is out of range") from None
+        except Exception:
+            raise ArgumentTypeError(f"{self._where(p)} ({p.ctype}) expects a number, got {type(v).__name__}") from None
 
     def _explain_call_error(self, exc: Exception, cargs: list[Any]) -> Exception:
         for p in self.params:
@@ -815,11 +902,11 @@ class BoundFunction:
                     self._check_int(p, v)
                 except ArgumentOverflowError as err:
                     return err
-            elif not isinstance(v, (int, float, np.number)):
+            elif not isinstance(v, (float, np.floating)):
                 try:
-                    float(v)
-                except Exception:
-                    return ArgumentTypeError(f"{self._where(p)} ({p.ctype}) expects a number, got {type(v).__name__}")
+                    self._check_float(p, v)
+                except (ArgumentOverflowError, ArgumentTypeError) as err:
+                    return err
         cls = ArgumentOverflowError if isinstance(exc, OverflowError) else ArgumentTypeError
         return cls(f"{self.name}(): {exc}")
 

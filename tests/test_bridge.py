@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+from decimal import Decimal
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -78,6 +80,9 @@ def test_bytes_like_objects_for_byte_pointers(userlib):
     data = bytes([0, 1, 2, 0, 5])
     assert userlib.count_nonzero_bytes(data, len(data)) == 3
     assert userlib.count_nonzero_bytes(memoryview(bytearray(data)), len(data)) == 3
+    # Found by tests/test_fuzz_bridge.py: a strided memoryview raised a bare BufferError.
+    with pytest.raises(LayoutError, match="argument 'p'"):
+        userlib.count_nonzero_bytes(memoryview(bytearray(data))[::2], 3)
 
 
 # --------------------------------------------------------------------------- #
@@ -166,6 +171,24 @@ def test_in_place_write_bumps_version_so_autograd_notices(userlib, rng):
         loss.backward()
 
 
+def test_negative_bit_views_never_reach_c_as_stored(userlib, rng):
+    # Found by tests/test_fuzz_bridge.py: z.conj().imag is a float64 view whose memory
+    # holds +imag with a lazy negation; C was handed that memory and read the wrong sign.
+    ref = rng.standard_normal(5)
+    z = torch.complex(torch.zeros(5, dtype=torch.float64), torch.from_numpy(ref))
+    neg = z.conj().imag  # values -ref, stored +ref
+    assert neg.is_neg()
+    assert userlib.sum_f64(neg) == pytest.approx(-ref.sum(), rel=1e-12)  # contract: resolved copy
+    with pytest.raises(LayoutError, match="argument 'p'.*negative bit"):
+        userlib.count_nonzero_bytes(neg, 40)  # no contract (void *): refused
+    with pytest.raises(LayoutError, match="argument 'x'.*negative bit"):
+        userlib.add_one_f64(neg, 5)  # written: refused, memory untouched
+    np.testing.assert_array_equal(z.imag.numpy(), ref)
+    with pytest.raises(LayoutError, match="conjugate bit"):
+        userlib.count_nonzero_bytes(z.conj(), 80)
+    assert userlib.count_nonzero_bytes(z.conj().resolve_conj(), 80) >= 0
+
+
 def test_zero_size_arrays(userlib, kind):
     x = as_kind(np.empty(0, np.float32), kind)
     userlib.process_data(x, 0)
@@ -204,6 +227,39 @@ def test_strided_passes_a_views_own_pointer(kind, rng):
 def test_strided_refuses_self_overlapping_written_view(userlib):
     with pytest.raises(LayoutError, match="overlaps itself"):
         userlib.process_data(tensorffi.strided(torch.zeros(1).expand(4)), 4)
+
+
+def test_strided_written_views_that_do_not_overlap(sizelib, kind):
+    # Found by tests/test_fuzz_bridge.py: for torch, a written strided() view was
+    # refused as "overlapping itself" whenever it was not dense (torch's overlap
+    # check answers "too hard"), so the BLAS-style output a[:, 1:4] with its lda
+    # could not be written. NumPy views were accepted.
+    full = as_kind(np.zeros((5, 7)), kind)
+    expected = np.zeros((5, 7))
+    for pick in (lambda a: a[:, 1:4], lambda a: a[::2, ::3], lambda a: a.T[:3]):
+        view = pick(full)
+        st = view.stride() if kind == "torch" else tuple(s // 8 for s in view.strides)
+        sizelib.strided_inc(tensorffi.strided(view), view.shape[0], view.shape[1], st[0], st[1])
+        pick(expected)[...] += 1
+        np.testing.assert_array_equal(to_numpy(full), expected)
+    overlapping = full.as_strided((3, 3), (1, 1)) if kind == "torch" else np.lib.stride_tricks.as_strided(full, (3, 3), (8, 8))
+    with pytest.raises(LayoutError, match="overlaps itself"):
+        sizelib.strided_inc(tensorffi.strided(overlapping), 3, 3, 1, 1)
+    np.testing.assert_array_equal(to_numpy(full), expected)
+
+
+def test_unaligned_input_with_contract_is_copied_keeping_its_shape(userlib, sizelib):
+    # Found by tests/test_fuzz_bridge.py: the copy was np.ascontiguousarray, which
+    # returns an unaligned contiguous array as is (C got the unaligned pointer) and
+    # makes a 0-d array 1-d (so it passed as 'x: [n]' with n = 1).
+    raw = np.zeros(8 * 4 + 1, np.uint8)
+    a = raw[1:].view(np.float64)
+    a[:] = [1.0, 2.0, 3.0, 4.0]
+    assert not a.flags.aligned
+    assert sizelib.addr_mod8(a) == 0
+    assert userlib.sum_f64(a) == 10.0
+    with pytest.raises(ShapeError, match=r"argument 'x' must have 1 dimension"):
+        userlib.sum_f64(a[:1].reshape(()))
 
 
 def test_non_contiguous_input_with_contract_is_copied(userlib, kind, rng):
@@ -246,6 +302,62 @@ def test_filled_length_can_be_passed_and_is_checked(userlib, kind):
     assert userlib.sum_f64(x, n=4) == 6.0
     with pytest.raises(ShapeError, match="argument 'n' is 5"):
         userlib.sum_f64(x, n=5)
+
+
+@pytest.mark.parametrize("n", [3.0, np.float32(3), "3", [3], np.array([3, 3]), torch.tensor([3, 3]), True],
+                         ids=repr)
+def test_filled_length_passed_must_be_an_integer(userlib, kind, n):
+    # Found by tests/test_fuzz_bridge.py: a passed length was only compared with the
+    # computed one, so 3.0 was accepted, "3" was "a ShapeError: n is 3 but n = 3", and
+    # a two-element array raised a bare ValueError / RuntimeError.
+    x = as_kind(np.arange(3.0) if n is not True else np.ones(1), kind)
+    with pytest.raises(ArgumentTypeError, match="argument 'n'"):
+        userlib.sum_f64(x, n=n)
+
+
+def test_filled_length_integer_likes(userlib, kind):
+    x = as_kind(np.arange(3.0), kind)
+    assert userlib.sum_f64(x, n=np.int64(3)) == 3.0
+    assert userlib.sum_f64(x, n=torch.tensor(3)) == 3.0
+
+
+@pytest.fixture(scope="module")
+def sizelib(cache):
+    """Small C functions for the bridge's regression tests (sizes, strides, a raw float)."""
+    return tensorffi.compile(
+        "sizelib",
+        "void iota32(int32_t *y, int32_t n); void fill_m(double *y, int64_t count);"
+        "void strided_inc(double *x, int64_t rows, int64_t cols, int64_t rs, int64_t cs);"
+        "void scale_raw(float *x, int64_t n, double a);"
+        "int64_t addr_mod8(const double *x, int64_t n);",
+        source="void iota32(int32_t *y, int32_t n) { for (int32_t i = 0; i < n; i++) y[i] = i; }\n"
+        "void fill_m(double *y, int64_t c) { for (int64_t i = 0; i < c; i++) y[i] = 1; }\n"
+        "void strided_inc(double *x, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {\n"
+        "    for (int64_t i = 0; i < rows; i++) for (int64_t j = 0; j < cols; j++) x[i * rs + j * cs] += 1; }\n"
+        "void scale_raw(float *x, int64_t n, double a) { for (int64_t i = 0; i < n; i++) x[i] *= (float)a; }\n"
+        "int64_t addr_mod8(const double *x, int64_t n) { (void)n; return (int64_t)((uintptr_t)x % 8); }",
+        contracts={"iota32": "y: out [n]", "fill_m": "y: out [m]; count = m", "addr_mod8": "x: [n]"},
+        cache=cache,
+    )
+
+
+@pytest.mark.parametrize("n", [2**63, 2**64])
+def test_sizes_beyond_their_c_type_are_refused_before_allocating(sizelib, n):
+    # Found by tests/test_fuzz_bridge.py: the out array was allocated from the size
+    # first, and torch.empty raised a TypeError that was not a TensorFFIError.
+    with pytest.raises(ArgumentOverflowError, match="argument 'n'"):
+        tensorffi.core.iota(n=n)
+    with pytest.raises(ArgumentOverflowError, match="argument 'n'"):
+        sizelib.iota32(n=2**31)
+    assert sizelib.iota32(n=3).tolist() == [0, 1, 2]
+
+
+def test_size_keywords_must_be_int64(sizelib):
+    for bad in (2**63, -1, 2.0, True, np.bool_(True), "2"):
+        with pytest.raises(ShapeError, match="m="):
+            sizelib.fill_m(m=bad)
+    assert sizelib.fill_m(m=np.int32(2)).tolist() == [1.0, 1.0]
+    assert sizelib.fill_m(m=torch.tensor(1)).tolist() == [1.0]
 
 
 def test_status_return_raises_and_out_returns(userlib, kind):
@@ -294,6 +406,55 @@ def test_float_for_integer_parameter_is_a_type_error(userlib):
         userlib.add_i32(1.5, 2)
 
 
+FLOAT_LIKES = [np.float32(1.5), np.float16(2.5), np.longdouble(3.5), np.float32("nan"), torch.tensor(1.7),
+               np.array(2.5), Fraction(3, 2), Decimal("1.5")]
+
+
+@pytest.mark.parametrize("value", FLOAT_LIKES, ids=repr)
+def test_float_likes_for_integer_parameters_are_never_truncated(userlib, value):
+    # Found by tests/test_fuzz_bridge.py: cffi converts anything with __int__, so
+    # np.float32(1.5) reached C as 1 (and NaN raised a bare ValueError).
+    with pytest.raises(ArgumentTypeError, match="argument 'a'"):
+        userlib.add_i32(value, 2)
+    x = torch.zeros(4, dtype=torch.int64)
+    with pytest.raises(ArgumentTypeError, match="argument 'n'"):
+        userlib.add_one_i64(x, value)  # the generated fast path
+    assert x.tolist() == [0] * 4
+    with pytest.raises(ArgumentTypeError, match="field 'n'"):
+        userlib.struct("job", n=value)
+
+
+@pytest.mark.parametrize("value", [np.int16(5), np.uint64(5), torch.tensor(5), np.array(5, dtype=np.int8), True])
+def test_integer_likes_for_integer_parameters(userlib, value):
+    assert userlib.add_i32(value, 2) == int(value) + 2
+    with pytest.raises(ArgumentOverflowError, match="argument 'b'"):
+        userlib.add_i32(2, torch.tensor(2**40))
+
+
+def test_float_parameter_errors_name_the_argument(userlib):
+    with pytest.raises(ArgumentTypeError, match="argument 'x'"):
+        userlib.safe_sqrt("4")  # float("4") parses, but C takes no strings
+    with pytest.raises(ArgumentOverflowError, match="argument 'x'"):
+        userlib.safe_sqrt(2**1100)
+    with pytest.raises(ArgumentOverflowError, match="argument 'a'"):
+        userlib.scale_into(torch.zeros(2, 2), 2**1100)
+
+
+@pytest.mark.parametrize("value", [torch.tensor([1.0, 2.0]), np.array([1.0, 2.0]), torch.tensor(1.0, device="meta")],
+                         ids=["tensor2", "array2", "meta0d"])
+def test_float_parameter_conversion_errors_are_tensorffi_errors(userlib, sizelib, value):
+    # Found by tests/test_fuzz_bridge.py: cffi calls __float__, and a two-element
+    # tensor raises ValueError there (a meta tensor RuntimeError), which escaped bare.
+    with pytest.raises(ArgumentTypeError, match="argument 'x'"):
+        userlib.safe_sqrt(value)
+    with pytest.raises(ArgumentTypeError, match="argument 'a'"):
+        userlib.scale_into(torch.zeros(2, 2), value)
+    x = torch.ones(3)
+    with pytest.raises(ArgumentTypeError, match="argument 'a'"):
+        sizelib.scale_raw(x, 3, value)  # the generated fast path
+    assert x.tolist() == [1.0] * 3
+
+
 def test_strings(userlib):
     assert userlib.greet() == "hello from C"
     assert userlib.strlen_c("héllo") == len("héllo".encode())
@@ -327,6 +488,9 @@ def test_struct_fields_are_checked_like_arguments(userlib):
         userlib.struct("job", **{"in": torch.zeros(3, dtype=torch.float64)})
     with pytest.raises(ArgumentOverflowError, match="field 'n'"):
         userlib.struct("job", n=2**70)
+    # a float field whose conversion fails otherwise than with TypeError (was a bare ValueError)
+    with pytest.raises(ArgumentTypeError, match="field 'gain'"):
+        userlib.struct("job", gain=torch.tensor([1.0, 2.0]))
 
 
 def test_native_struct_example(rng):
