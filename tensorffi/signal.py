@@ -48,6 +48,16 @@ Decisions (where SciPy says nothing, or where we differ on purpose):
 * **sosfiltfilt** is differentiable too (composed of two differentiable sosfilt
   calls) when a torch input requires grad; otherwise one C kernel does the padding,
   both passes and the trimming.
+* **PyTorch operators.** ``torch.ops.tensorffi.sosfilt(sos, x, axis=-1, zi=None,
+  threads=None) -> (y, zf)`` (``zf``: the final states, always computed, from zero
+  states when ``zi`` is None), ``sosfilt_backward`` (the C adjoint; no double
+  backward) and ``sosfiltfilt(sos, x, axis=-1, padtype="odd", padlen=None,
+  threads=None)``, with shape rules for ``torch.compile``. They take float32/float64
+  ``x``; SciPy's dtype promotion stays in the public functions, whose torch path goes
+  through the operators (a few microseconds per call), so ``torch.compile(fullgraph=True)``
+  of code calling :func:`sosfilt` has no graph break. ``sos[:, 3] == 1`` is checked when
+  the operator runs, not while tracing. Under ``torch.compile`` *with gradients*,
+  ``sosfiltfilt`` needs ``padlen`` (the default depends on sos's values) or concrete sos.
 """
 from __future__ import annotations
 
