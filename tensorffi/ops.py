@@ -249,6 +249,7 @@ def define(
     fake: Callable[..., Any],
     backward: Callable[..., Any] | None = None,
     setup_context: Callable[..., Any] | None = None,
+    differentiable: Callable[..., Any] | None = None,
     _backward_op: Operator | None = None,
     _guarded: bool = False,
 ) -> Operator:
@@ -262,6 +263,13 @@ def define(
     made of operators, so that compiled graphs can trace it. Mutated arguments
     (``Tensor(a!)``) must be written in place by ``impl``, which must bump their
     version counter (bound functions do); returns may not alias inputs.
+
+    ``differentiable``, instead of ``backward``, is a function with the operator's
+    signature, made of differentiable operators, that computes the same result: it
+    is called in place of ``impl`` whenever autograd must record (grad mode on and
+    an input requires grad), eagerly and while ``torch.compile`` traces, so its
+    pieces' backward formulas give the gradient (and double backward if they
+    have one). Otherwise ``impl`` runs.
 
     >>> import torch, tensorffi
     >>> op = tensorffi.ops.define("doc_ext::twice(Tensor x) -> Tensor",
@@ -280,8 +288,10 @@ def define(
     args, tensor_returns = _schema_args(qualname, rest)
     tensors = [a.name for a in args if a.is_tensor]
     mutated = tuple(i for i, a in enumerate(args) if a.mutated)
-    if backward is not None and mutated:
+    if (backward is not None or differentiable is not None) and mutated:
         raise ContractError(f"{qualname}: an operator that writes its arguments in place cannot have a backward")
+    if backward is not None and differentiable is not None:
+        raise ContractError(f"{qualname}: give backward= or differentiable=, not both")
     params, call = _signature(args)
 
     with _lock:
@@ -311,7 +321,7 @@ def define(
             lib.impl(name, cpu_impl, "BackendSelect")
         torch.library.register_fake(qualname, fake, lib=lib)
         if tensors and (tensor_returns or backward is not None):
-            lib.impl(name, _autograd_kernel(qualname, op, args, impl, backward, setup_context), "Autograd")
+            lib.impl(name, _autograd_kernel(qualname, op, args, impl, backward, setup_context, differentiable), "Autograd")
         operator = Operator(qualname, f"{qualname}{rest}", _backward_op, mutated)
         _operators[qualname] = operator
     return operator
@@ -336,6 +346,7 @@ def _autograd_kernel(
     impl: Callable[..., Any],
     backward: Callable[..., Any] | None,
     setup_context: Callable[..., Any] | None,
+    differentiable: Callable[..., Any] | None = None,
 ) -> Callable[..., Any]:
     """The operator's Autograd kernel: records history when needed, and otherwise
     calls ``impl`` directly when the call is a plain eager call on CPU tensors (no
@@ -404,11 +415,16 @@ def _autograd_kernel(
         (torch.autograd.Function,),
         {"forward": staticmethod(fwd), "backward": staticmethod(bwd)},
     )
-    ns.update(_apply=fn_cls.apply, _refuse=_refuser(qualname, tensors))
+    ns.update(_apply=fn_cls.apply, _refuse=_refuser(qualname, tensors), _composite=differentiable)
     apply_args = ", ".join(a.name for a in args)
     # An operator that writes its arguments cannot record history (autograd cannot
     # see the C write): it refuses, as its CPU kernel does.
-    grad_path = f"_refuse({', '.join(tensors)})" if any(a.mutated for a in args) else f"return _apply({apply_args})"
+    if any(a.mutated for a in args):
+        grad_path = f"_refuse({', '.join(tensors)})"
+    elif differentiable is not None:
+        grad_path = f"return _composite({call})"
+    else:
+        grad_path = f"return _apply({apply_args})"
     src = (
         f"def _f({params}):\n"
         f"    if _ge() and _anyg({tlist}):\n"

@@ -48,6 +48,16 @@ Decisions (where SciPy says nothing, or where we differ on purpose):
 * **sosfiltfilt** is differentiable too (composed of two differentiable sosfilt
   calls) when a torch input requires grad; otherwise one C kernel does the padding,
   both passes and the trimming.
+* **PyTorch operators.** ``torch.ops.tensorffi.sosfilt(sos, x, axis=-1, zi=None,
+  threads=None) -> (y, zf)`` (``zf``: the final states, always computed, from zero
+  states when ``zi`` is None), ``sosfilt_backward`` (the C adjoint; no double
+  backward) and ``sosfiltfilt(sos, x, axis=-1, padtype="odd", padlen=None,
+  threads=None)``, with shape rules for ``torch.compile``. They take float32/float64
+  ``x``; SciPy's dtype promotion stays in the public functions, whose torch path goes
+  through the operators (a few microseconds per call), so ``torch.compile(fullgraph=True)``
+  of code calling :func:`sosfilt` has no graph break. ``sos[:, 3] == 1`` is checked when
+  the operator runs, not while tracing. Under ``torch.compile`` *with gradients*,
+  ``sosfiltfilt`` needs ``padlen`` (the default depends on sos's values) or concrete sos.
 """
 from __future__ import annotations
 
@@ -59,7 +69,7 @@ import torch
 
 from ._lib import native
 from .core import resolve_threads
-from .errors import DTypeError, InvalidArgumentError, ShapeError
+from .errors import DeviceError, DTypeError, InvalidArgumentError, ShapeError
 
 __all__ = ["sosfilt", "sosfilt_zi", "sosfiltfilt", "uses_float32_arithmetic"]
 
@@ -170,30 +180,6 @@ def _sosfilt_backward(
     )
 
 
-class _SosfiltFunction(torch.autograd.Function):
-    """sosfilt on ``[outer, n, inner]`` tensors with a C backward."""
-
-    @staticmethod
-    def forward(ctx: Any, sos: torch.Tensor, x3: torch.Tensor, zi3: torch.Tensor | None, threads: int) -> Any:
-        y3, zf3 = _sosfilt_forward(sos, x3, zi3, threads)
-        ctx.save_for_backward(sos, x3, zi3)
-        ctx.threads = threads
-        return y3, zf3
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx: Any, gy3: torch.Tensor, gzf3: torch.Tensor) -> Any:
-        sos, x3, zi3 = ctx.saved_tensors
-        gsos, gx3, gzi3 = _sosfilt_backward(sos, x3, zi3, gy3, gzf3, ctx.threads)
-        need = ctx.needs_input_grad
-        return (
-            gsos.to(sos.dtype) if need[0] else None,
-            gx3 if need[1] else None,
-            gzi3 if (zi3 is not None and need[2]) else None,
-            None,
-        )
-
-
 # --------------------------------------------------------------------------- #
 # Argument handling                                                            #
 # --------------------------------------------------------------------------- #
@@ -255,8 +241,11 @@ def _to_dtype(a: Any, dt: np.dtype) -> Any:
     return a if a.dtype == dt else a.astype(dt)
 
 
-def _validate_sos(sos: Any, fn: str) -> Any:
-    """SciPy's _validate_sos: a float64 array/tensor of shape (n_sections, 6), a0 == 1."""
+def _validate_sos(sos: Any, fn: str, check_a0: bool = True) -> Any:
+    """SciPy's _validate_sos: a float64 array/tensor of shape (n_sections, 6), a0 == 1.
+
+    ``check_a0=False`` skips the one check that reads values (the torch operators
+    do it when they run, so that tracing never reads data)."""
     if isinstance(sos, torch.Tensor):
         if sos.is_complex():
             raise DTypeError(f"{fn}: complex sos is not supported")
@@ -276,7 +265,7 @@ def _validate_sos(sos: Any, fn: str) -> Any:
         raise ShapeError("sos array must be 2D")
     if sos.shape[1] != 6:
         raise ShapeError("sos array must be shape (n_sections, 6)")
-    if not a0_ok(sos):
+    if check_a0 and not a0_ok(sos):
         raise InvalidArgumentError("sos[:, 3] should be all ones", -1, fn)
     return sos
 
@@ -358,10 +347,6 @@ class _Layout:
         return _permute(zf3.reshape(zshape), _inverse(self.zorder))
 
 
-def _needs_grad(*tensors: Any) -> bool:
-    return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors)
-
-
 def _validate_x(x: Any) -> Any:
     x = _as_input(x)
     if x.ndim == 0:
@@ -395,6 +380,8 @@ def sosfilt(
     >>> y.dtype, tuple(zf.shape)
     (torch.float32, (1, 2, 2))
     """
+    if isinstance(x, torch.Tensor):
+        return _sosfilt_torch(sos, x, axis, zi, threads)
     x = _validate_x(x)
     sos = _validate_sos(sos, "sosfilt")
     n_sections = int(sos.shape[0])
@@ -420,10 +407,7 @@ def sosfilt(
     lay = _Layout(x, axis_n)
     x3 = lay.to3(x)
     zi3 = lay.zi_to3(zi, n_sections) if zi is not None else None
-    if _needs_grad(x, sos64, zi):
-        y3, zf3 = _SosfiltFunction.apply(sos64, x3, zi3, nthreads)
-    else:
-        y3, zf3 = _sosfilt_forward(sos64, x3, zi3, nthreads)
+    y3, zf3 = _sosfilt_forward(sos64, x3, zi3, nthreads)
     y = lay.from3(y3)
     if zi is None:
         return y
@@ -532,6 +516,8 @@ def sosfiltfilt(
     >>> y.shape, y.dtype
     ((12,), dtype('float64'))
     """
+    if isinstance(x, torch.Tensor):
+        return _sosfiltfilt_torch(sos, x, axis, padtype, padlen, threads)
     sos = _validate_sos(sos, "sosfiltfilt")
     x = _validate_x(x)
     n_sections = int(sos.shape[0])
@@ -557,27 +543,32 @@ def sosfiltfilt(
     sos64 = _sos_for(sos, x)
     lay = _Layout(x, axis_n)
     x3 = lay.to3(x)
-    if _needs_grad(x, sos64):
-        y3 = _sosfiltfilt_autograd(sos64, x3, edge, padtype, nthreads)
-    else:
-        zi = np.asarray(sosfilt_zi(sos_np.astype(np.float64)), dtype=np.float64)
-        zi = torch.from_numpy(zi) if isinstance(x3, torch.Tensor) else zi
-        y3 = _filtfilt_c[_dtype_name(x3)](
-            _sos_like(sos64, x3), zi, _detach(x3), PADTYPES[padtype], edge, nthreads,
-            y=_empty(tuple(x3.shape), _dtype_name(x3), x3),
-        )
-    return lay.from3(y3)
+    return lay.from3(_filtfilt_kernel(sos64, x3, edge, padtype, nthreads))
+
+
+def _filtfilt_kernel(sos: Any, x3: Any, edge: int, padtype: str | None, threads: int | None) -> Any:
+    """The one-kernel sosfiltfilt of ``[outer, n, inner]`` ``x3`` (float32/float64, either kind)."""
+    sos64 = _sos_like(sos, x3)
+    sos_np = sos64.numpy() if isinstance(sos64, torch.Tensor) else sos64
+    zi = np.asarray(sosfilt_zi(sos_np), dtype=np.float64)
+    zi = torch.from_numpy(zi) if isinstance(x3, torch.Tensor) else zi
+    return _filtfilt_c[_dtype_name(x3)](
+        sos64, zi, _detach(x3), PADTYPES[padtype], edge, resolve_threads(threads),
+        y=_empty(tuple(x3.shape), _dtype_name(x3), x3),
+    )
 
 
 def _sosfiltfilt_autograd(
-    sos64: torch.Tensor, x3: torch.Tensor, edge: int, padtype: str | None, threads: int
+    sos64: torch.Tensor, x3: torch.Tensor, edge: int, padtype: str | None, threads: int | None
 ) -> torch.Tensor:
-    """sosfiltfilt from differentiable pieces: torch padding, two autograd sosfilt calls."""
+    """sosfiltfilt from differentiable pieces: torch padding, two sosfilt operator calls
+    (each with the C adjoint as its backward) on ``[outer, n, inner]`` tensors."""
+    sosfilt_op = torch.ops.tensorffi.sosfilt.default
     n_sections = sos64.shape[0]
     ext = _pad_torch(x3, edge, padtype)
     zi = _steady_state_torch(sos64).to(x3.dtype).reshape(n_sections, 1, 2, 1)
-    y, _ = _SosfiltFunction.apply(sos64, ext, zi * ext[:, :1].unsqueeze(0), threads)
-    y, _ = _SosfiltFunction.apply(sos64, y.flip(1), zi * y[:, -1:].unsqueeze(0), threads)
+    y, _ = sosfilt_op(sos64, ext, 1, zi * ext[:, :1].unsqueeze(0), threads)
+    y, _ = sosfilt_op(sos64, y.flip(1), 1, zi * y[:, -1:].unsqueeze(0), threads)
     y = y.flip(1)
     return y[:, edge : edge + x3.shape[1]] if edge > 0 else y
 
@@ -601,6 +592,280 @@ def uses_float32_arithmetic(sos: ArrayLike) -> bool:
 def simd_lanes(dtype: Any = np.float32) -> int:
     """Channels the kernels filter at once for ``dtype`` at this CPU's SIMD level."""
     return int(_lanes_c(np.dtype(dtype).itemsize))
+
+
+# --------------------------------------------------------------------------- #
+# PyTorch operators: torch.ops.tensorffi.sosfilt / sosfilt_backward / sosfiltfilt #
+# --------------------------------------------------------------------------- #
+#
+# The public functions route torch tensors through these operators (after SciPy's
+# argument handling and dtype promotion), so that torch.compile(fullgraph=True) of
+# user code calling tensorffi.signal.sosfilt traces one operator node, and autograd
+# is the operator's. The operators take float32/float64 ``x`` (``zi`` of x's dtype)
+# and floating ``sos`` of any dtype (used as float64; its gradient has its dtype).
+# Shape rules read shapes, strides and dtypes only; the check ``sos[:, 3] == 1``
+# and sosfiltfilt's default ``padlen`` (which depends on sos's zeros) read values,
+# so they happen when the operator runs, never while tracing.
+
+_SOSFILT_SCHEMA = "tensorffi::sosfilt(Tensor sos, Tensor x, int axis=-1, Tensor? zi=None, int? threads=None) -> (Tensor, Tensor)"
+_SOSFILT_BACKWARD_SCHEMA = (
+    "tensorffi::sosfilt_backward(Tensor sos, Tensor x, int axis, Tensor? zi, Tensor gy, Tensor gzf, "
+    "int? threads=None) -> (Tensor, Tensor, Tensor)"
+)
+_SOSFILTFILT_SCHEMA = (
+    "tensorffi::sosfiltfilt(Tensor sos, Tensor x, int axis=-1, str? padtype=\"odd\", int? padlen=None, "
+    "int? threads=None) -> Tensor"
+)
+
+
+def _op_check(fn: str, sos: torch.Tensor, x: torch.Tensor, axis: int, zi: torch.Tensor | None = None) -> tuple[int, int]:
+    """Dtype and shape checks of an operator call (no data read): (axis, n_sections)."""
+    if x.dtype not in (torch.float32, torch.float64):
+        raise DTypeError(f"{fn}(): argument 'x' must have dtype torch.float32 or torch.float64, got {x.dtype}")
+    if not sos.is_floating_point():
+        raise DTypeError(f"{fn}(): argument 'sos' must have a floating dtype, got {sos.dtype}")
+    if sos.dim() != 2 or sos.shape[1] != 6:
+        raise ShapeError(f"{fn}(): argument 'sos' must have shape (n_sections, 6), got {tuple(sos.shape)}")
+    if x.dim() == 0:
+        raise ShapeError(f"{fn}(): argument 'x' must be at least 1-D")
+    axis_n = _normalize_axis(axis, x.dim())
+    n_sections = sos.shape[0]
+    if zi is not None:
+        if zi.dtype != x.dtype:
+            raise DTypeError(f"{fn}(): argument 'zi' must have x's dtype {x.dtype}, got {zi.dtype}")
+        want = (n_sections,) + tuple(2 if d == axis_n else s for d, s in enumerate(x.shape))
+        if tuple(zi.shape) != want:
+            raise ShapeError(f"{fn}(): argument 'zi' must have shape {want}, got {tuple(zi.shape)}")
+    return axis_n, n_sections
+
+
+def _check_a0(sos: torch.Tensor, fn: str) -> None:
+    if not bool((sos[:, 3] == 1).all()):
+        raise InvalidArgumentError("sos[:, 3] should be all ones", -1, fn)
+
+
+def _empty_like_layout(x: torch.Tensor, shape: Sequence[Any], order: Sequence[int]) -> torch.Tensor:
+    """An empty tensor of ``shape`` whose memory order is ``order`` (slowest first)."""
+    return x.new_empty([shape[d] for d in order]).permute(_inverse(order))
+
+
+def _op_sosfilt(
+    sos: torch.Tensor, x: torch.Tensor, axis: int = -1, zi: torch.Tensor | None = None, threads: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    axis_n, n_sections = _op_check("sosfilt", sos, x, axis, zi)
+    _check_a0(sos, "sosfilt")
+    lay = _Layout(x, axis_n)
+    zi3 = lay.zi_to3(zi, n_sections) if zi is not None else None
+    y3, zf3 = _sosfilt_forward(sos, lay.to3(x), zi3, threads)
+    return lay.from3(y3), lay.zf_from3(zf3, n_sections)
+
+
+def _fake_sosfilt(
+    sos: torch.Tensor, x: torch.Tensor, axis: int = -1, zi: torch.Tensor | None = None, threads: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    axis_n, n_sections = _op_check("sosfilt", sos, x, axis, zi)
+    order = _memory_order(x)
+    zshape = [n_sections] + [2 if d == axis_n else s for d, s in enumerate(x.shape)]
+    return _empty_like_layout(x, x.shape, order), _empty_like_layout(x, zshape, [0] + [d + 1 for d in order])
+
+
+def _op_sosfilt_backward(
+    sos: torch.Tensor, x: torch.Tensor, axis: int, zi: torch.Tensor | None, gy: torch.Tensor, gzf: torch.Tensor,
+    threads: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    axis_n, n_sections = _op_check("sosfilt_backward", sos, x, axis, zi)
+    _op_check("sosfilt_backward", sos, gy, axis_n, gzf)
+    if gy.shape != x.shape:
+        raise ShapeError(f"sosfilt_backward(): argument 'gy' must have x's shape {tuple(x.shape)}, got {tuple(gy.shape)}")
+    lay = _Layout(x, axis_n)
+    zi3 = lay.zi_to3(zi, n_sections) if zi is not None else None
+    gsos, gx3, gzi3 = _sosfilt_backward(
+        sos, lay.to3(x), zi3, lay.to3(gy.to(x.dtype)), lay.zi_to3(gzf.to(x.dtype), n_sections), threads
+    )
+    return gsos.to(sos.dtype), lay.from3(gx3), lay.zf_from3(gzi3, n_sections)
+
+
+def _fake_sosfilt_backward(
+    sos: torch.Tensor, x: torch.Tensor, axis: int, zi: torch.Tensor | None, gy: torch.Tensor, gzf: torch.Tensor,
+    threads: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    axis_n, n_sections = _op_check("sosfilt_backward", sos, x, axis, zi)
+    _op_check("sosfilt_backward", sos, gy, axis_n, gzf)
+    torch._check(gy.shape == x.shape, lambda: "sosfilt_backward(): argument 'gy' must have x's shape")
+    order = _memory_order(x)
+    zshape = [n_sections] + [2 if d == axis_n else s for d, s in enumerate(x.shape)]
+    return (
+        sos.new_empty(sos.shape),
+        _empty_like_layout(x, x.shape, order),
+        _empty_like_layout(x, zshape, [0] + [d + 1 for d in order]),
+    )
+
+
+def _sosfilt_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    sos, x, axis, zi, threads = inputs
+    ctx.save_for_backward(sos, x, zi)
+    ctx.axis, ctx.threads = axis, threads
+
+
+def _sosfilt_grad(ctx: Any, gy: torch.Tensor | None, gzf: torch.Tensor | None) -> tuple[Any, ...]:
+    sos, x, zi = ctx.saved_tensors
+    if gy is None:
+        gy = torch.zeros_like(x)
+    if gzf is None:
+        zshape = [sos.shape[0]] + [2 if d == ctx.axis % x.dim() else s for d, s in enumerate(x.shape)]
+        gzf = x.new_zeros(zshape)
+    gsos, gx, gzi = torch.ops.tensorffi.sosfilt_backward.default(sos, x, ctx.axis, zi, gy, gzf, ctx.threads)
+    need = ctx.needs_input_grad
+    return (
+        gsos if need[0] else None,
+        gx if need[1] else None,
+        None,
+        gzi if (zi is not None and need[3]) else None,
+        None,
+    )
+
+
+def _filtfilt_edge(sos: torch.Tensor, n: int, padtype: str | None, padlen: int | None) -> int:
+    """The extension length; the default padlen reads sos's values (SciPy's ntaps)."""
+    if padtype not in PADTYPES:
+        raise InvalidArgumentError(
+            f"Unknown value '{padtype}' given to padtype. padtype must be 'even', 'odd', 'constant', or None.",
+            -1,
+            "sosfiltfilt",
+        )
+    if padtype is None:
+        edge = 0
+    elif padlen is not None:
+        edge = int(padlen)
+    else:
+        ntaps = 2 * sos.shape[0] + 1 - min(int((sos[:, 2] == 0).sum()), int((sos[:, 5] == 0).sum()))
+        edge = 3 * ntaps
+    if n <= edge:
+        raise ShapeError(f"The length of the input vector x must be greater than padlen, which is {edge}.")
+    return max(edge, 0)  # SciPy: a negative padlen means no extension
+
+
+def _op_sosfiltfilt(
+    sos: torch.Tensor, x: torch.Tensor, axis: int = -1, padtype: str | None = "odd", padlen: int | None = None,
+    threads: int | None = None,
+) -> torch.Tensor:
+    axis_n, _ = _op_check("sosfiltfilt", sos, x, axis)
+    _check_a0(sos, "sosfiltfilt")
+    edge = _filtfilt_edge(sos, int(x.shape[axis_n]), padtype, padlen)
+    lay = _Layout(x, axis_n)
+    return lay.from3(_filtfilt_kernel(sos, lay.to3(x), edge, padtype, threads))
+
+
+def _fake_sosfiltfilt(
+    sos: torch.Tensor, x: torch.Tensor, axis: int = -1, padtype: str | None = "odd", padlen: int | None = None,
+    threads: int | None = None,
+) -> torch.Tensor:
+    _op_check("sosfiltfilt", sos, x, axis)
+    if padtype not in PADTYPES:
+        raise InvalidArgumentError(f"Unknown value '{padtype}' given to padtype.", -1, "sosfiltfilt")
+    return _empty_like_layout(x, x.shape, _memory_order(x))
+
+
+def _differentiable_sosfiltfilt(
+    sos: torch.Tensor, x: torch.Tensor, axis: int = -1, padtype: str | None = "odd", padlen: int | None = None,
+    threads: int | None = None,
+) -> torch.Tensor:
+    """sosfiltfilt when autograd records: padding and steady state in torch, two
+    sosfilt operator calls. Under torch.compile with gradients, the default padlen
+    (which depends on sos's values) needs concrete sos: pass ``padlen`` there."""
+    axis_n, _ = _op_check("sosfiltfilt", sos, x, axis)
+    if type(sos) is torch.Tensor or type(sos) is torch.nn.Parameter:
+        _check_a0(sos, "sosfiltfilt")
+    edge = _filtfilt_edge(sos, int(x.shape[axis_n]), padtype, padlen)
+    lay = _Layout(x, axis_n)
+    return lay.from3(_sosfiltfilt_autograd(sos.to(torch.float64), lay.to3(x), edge, padtype, threads))
+
+
+def _register_ops() -> None:
+    from . import ops
+
+    backward_op = ops.define(_SOSFILT_BACKWARD_SCHEMA, _op_sosfilt_backward, fake=_fake_sosfilt_backward)
+    ops.define(
+        _SOSFILT_SCHEMA, _op_sosfilt, fake=_fake_sosfilt, backward=_sosfilt_grad, setup_context=_sosfilt_setup,
+        _backward_op=backward_op,
+    )
+    ops.define(_SOSFILTFILT_SCHEMA, _op_sosfiltfilt, fake=_fake_sosfiltfilt, differentiable=_differentiable_sosfiltfilt)
+
+
+_register_ops()
+
+
+def _torch_dtype(fn: str, x: torch.Tensor, *others: Any) -> torch.dtype:
+    """:func:`_compute_dtype` for torch callers, without NumPy for floating ``x``
+    (so that torch.compile traces it)."""
+    if x.is_floating_point() and not any(isinstance(o, torch.Tensor) and o.is_complex() for o in others):
+        return torch.float32 if x.element_size() < 4 else x.dtype
+    dt = _compute_dtype(fn, x, *others)
+    return torch.float32 if dt == np.float32 else torch.float64
+
+
+def _sos_tensor(sos: Any, fn: str) -> torch.Tensor:
+    """Validated sos as a floating CPU tensor (keeps its graph); a0 is checked by the operator."""
+    sos = _validate_sos(sos, fn, check_a0=False)
+    if not isinstance(sos, torch.Tensor):
+        return torch.from_numpy(np.array(sos, dtype=np.float64))
+    return sos if sos.is_floating_point() else sos.to(torch.float64)
+
+
+def _check_cpu(fn: str, *tensors: Any) -> None:
+    """The public functions compute, so they refuse tensors C cannot read (CUDA,
+    meta); the operators themselves run their shape rule on meta tensors."""
+    for name, t in zip(("sos", "x", "zi"), tensors):
+        if isinstance(t, torch.Tensor) and t.device.type != "cpu":
+            raise DeviceError(f"{fn}(): argument '{name}' must be a CPU tensor, got device {t.device}")
+
+
+def _sosfilt_torch(sos: Any, x: torch.Tensor, axis: Any, zi: Any, threads: int | None) -> Any:
+    _check_cpu("sosfilt", sos, x, zi)
+    if threads is not None:
+        resolve_threads(threads)
+    if x.dim() == 0:
+        raise ShapeError("x must be at least 1-D")
+    sos = _sos_tensor(sos, "sosfilt")
+    n_sections = sos.shape[0]
+    axis_n = _normalize_axis(axis, x.dim())
+    if zi is not None:
+        if not isinstance(zi, torch.Tensor):
+            zi = torch.as_tensor(np.asarray(zi))
+        zi_shape = (n_sections,) + tuple(2 if d == axis_n else s for d, s in enumerate(x.shape))
+        if tuple(zi.shape) != zi_shape:
+            raise ShapeError(
+                f"Invalid zi shape. With axis={axis!r}, an input with shape {tuple(x.shape)!r}, "
+                f"and an sos array with {n_sections} sections, zi must have shape {zi_shape!r}, "
+                f"got {tuple(zi.shape)!r}."
+            )
+    dt = _torch_dtype("sosfilt", x, sos, zi)
+    x = x if x.dtype is dt else x.to(dt)
+    if zi is not None and zi.dtype is not dt:
+        zi = zi.to(dt)
+    y, zf = torch.ops.tensorffi.sosfilt.default(sos, x, axis_n, zi, threads)
+    return y if zi is None else (y, zf)
+
+
+def _sosfiltfilt_torch(
+    sos: Any, x: torch.Tensor, axis: Any, padtype: str | None, padlen: int | None, threads: int | None
+) -> Any:
+    _check_cpu("sosfiltfilt", sos, x)
+    if threads is not None:
+        resolve_threads(threads)
+    sos = _sos_tensor(sos, "sosfiltfilt")
+    if x.dim() == 0:
+        raise ShapeError("x must be at least 1-D")
+    axis_n = _normalize_axis(axis, x.dim())
+    if padtype not in PADTYPES:
+        raise InvalidArgumentError(
+            f"Unknown value '{padtype}' given to padtype. padtype must be 'even', 'odd', 'constant', or None.",
+            -1,
+            "sosfiltfilt",
+        )
+    dt = _torch_dtype("sosfiltfilt", x, sos)
+    x = x if x.dtype is dt else x.to(dt)
+    return torch.ops.tensorffi.sosfiltfilt.default(sos, x, axis_n, padtype, None if padlen is None else int(padlen), threads)
 
 
 # --------------------------------------------------------------------------- #
