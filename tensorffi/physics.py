@@ -327,8 +327,9 @@ def energy(pos: Array, vel: Array, mass: Array, G: float = 1.0, softening: float
     -0.5
     """
     if _all_tensors(pos, vel, mass):
-        g, eps = _check_gravity("energy", G, softening)
-        return _energy_op(pos, vel, mass, g, eps, threads=threads)
+        if not _compiling():
+            G, softening = _check_gravity("energy", G, softening)
+        return _energy_op(pos, vel, mass, G, softening, threads=threads)
     kind, dtype = _check_arrays("energy", {"pos": pos, "vel": vel, "mass": mass})
     batched, b, n = _check_shapes("energy", pos, vel, mass)
     g, eps = _check_gravity("energy", G, softening)
@@ -470,6 +471,9 @@ def _demo(say: Callable[[str], None]) -> None:
 # calls tensorffi.physics.nbody/nbody_/energy/momentum traces without graph breaks.
 
 
+_compiling = torch.compiler.is_compiling
+
+
 def _all_tensors(a: Any, b: Any, c: Any) -> bool:
     return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and isinstance(c, torch.Tensor)
 
@@ -481,10 +485,15 @@ def _run_op(
     """The public nbody/nbody_ on tensors without progress: through the operator.
     Scalars are checked here first, so that errors are those of the public function
     (the dispatcher would reject dt="0.1" with its own message, and take steps=True)."""
-    step, nsteps, g, eps, _, rec = _check_integration(fname, dt, steps, G, softening, method, record_every)
-    if threads is not None:
-        resolve_threads(threads)
-    kw = dict(dt=step, steps=nsteps, G=g, softening=eps, method=method, record_every=rec, threads=threads)
+    if _compiling():
+        # Under torch.compile scalars may be symbolic; the operator's shape rule checks them.
+        rec = 0 if record_every is None else record_every
+        kw = dict(dt=dt, steps=steps, G=G, softening=softening, method=method, record_every=rec, threads=threads)
+    else:
+        step, nsteps, g, eps, _, rec = _check_integration(fname, dt, steps, G, softening, method, record_every)
+        if threads is not None:
+            resolve_threads(threads)
+        kw = dict(dt=step, steps=nsteps, G=g, softening=eps, method=method, record_every=rec, threads=threads)
     if copy:
         pos, vel, traj = _nbody_op(pos, vel, mass, **kw)
     else:
