@@ -209,6 +209,8 @@ def _run(
     threads: int | None,
     copy: bool,
 ) -> tuple[Any, ...]:
+    if (progress is None or progress is False) and _all_tensors(pos, vel, mass):
+        return _run_op(fname, pos, vel, mass, dt, steps, G, softening, method, record_every, threads, copy)
     kind, dtype = _check_arrays(fname, {"pos": pos, "vel": vel, "mass": mass})
     batched, b, n = _check_shapes(fname, pos, vel, mass)
     step, nsteps, g, eps, code, rec = _check_integration(fname, dt, steps, G, softening, method, record_every)
@@ -324,6 +326,10 @@ def energy(pos: Array, vel: Array, mass: Array, G: float = 1.0, softening: float
     >>> float(ph.energy(np.array([[0.0, 0, 0], [2.0, 0, 0]]), np.zeros((2, 3)), np.ones(2)))
     -0.5
     """
+    if _all_tensors(pos, vel, mass):
+        if not _compiling():
+            G, softening = _check_gravity("energy", G, softening)
+        return _energy_op(pos, vel, mass, G, softening, threads=threads)
     kind, dtype = _check_arrays("energy", {"pos": pos, "vel": vel, "mass": mass})
     batched, b, n = _check_shapes("energy", pos, vel, mass)
     g, eps = _check_gravity("energy", G, softening)
@@ -340,6 +346,8 @@ def momentum(vel: Array, mass: Array) -> Any:
     >>> ph.momentum(torch.tensor([[1.0, 0, 0], [-0.5, 0, 0]]), torch.tensor([1.0, 2.0])).tolist()
     [0.0, 0.0, 0.0]
     """
+    if _all_tensors(vel, mass, mass):
+        return _momentum_op(vel, mass)
     kind, dtype = _check_arrays("momentum", {"vel": vel, "mass": mass})
     batched, b, n = _check_shapes("momentum", vel, None, mass, pos_name="vel")
     vel3 = vel if batched else vel[None]
@@ -423,3 +431,198 @@ def _demo(say: Callable[[str], None]) -> None:
     spread = np.linalg.norm(pe[:, 1] - pe[:, 1].mean(0), axis=-1)
     say(f"an ensemble of {batch} copies (float32, radii perturbed by 1e-6) advanced 100 years in one call: {ms:.0f} ms; "
         f"spread of Jupiter's position {spread.std():.1e} AU")
+
+
+# --------------------------------------------------------------------------- #
+# PyTorch operators: torch.ops.tensorffi.nbody, nbody_, energy, momentum        #
+# --------------------------------------------------------------------------- #
+#
+# The kernels above are also PyTorch operators (see tensorffi.ops), so that
+# torch.compile(fullgraph=True), torch.library.opcheck, no_grad and inference_mode
+# treat them as built-in operators:
+#
+#   tensorffi::nbody(Tensor pos, Tensor vel, Tensor mass, *, float dt, int steps=1,
+#       float G=1.0, float softening=0.0, str method="leapfrog", int record_every=0,
+#       int? threads=None) -> (Tensor pos, Tensor vel, Tensor trajectory)
+#   tensorffi::nbody_(Tensor(a!) pos, Tensor(b!) vel, Tensor mass, *, <same>) -> Tensor trajectory
+#   tensorffi::energy(Tensor pos, Tensor vel, Tensor mass, float G=1.0,
+#       float softening=0.0, *, int? threads=None) -> Tensor
+#   tensorffi::momentum(Tensor vel, Tensor mass) -> Tensor
+#
+# Shapes as in the functions above ((N, 3) or (B, N, 3), mass (N,) or (B, N)).
+# record_every=0 means no recording: the trajectory is then empty, with 0 frames
+# ((B, 0, N, 3) or (0, N, 3)); otherwise it has steps // record_every frames. The
+# shape rules compute all of this from shapes and scalars only (never data_ptr()).
+#
+# Progress: an operator has no progress argument (a Python callable cannot be an
+# operator argument nor live in a compiled graph), so no progress is reported. Ctrl-C
+# still stops a long run: the kernel's callback checks only for a pending
+# KeyboardInterrupt (every 0.1 s, as without progress=). ``threads=None`` is resolved
+# when the operator runs (tensorffi.get_num_threads()), not when it is traced.
+#
+# Autograd: there is no backward for these kernels. With inputs that require grad
+# the out-of-place operators run and record history, and backward() through them
+# raises "the derivative for tensorffi::nbody is not implemented", as for any
+# operator without a derivative. nbody_ refuses tensors that require grad while grad
+# mode is on (autograd cannot see C's write); under torch.no_grad() it writes them.
+#
+# The public functions route torch tensors through these operators (NumPy arrays,
+# and torch calls with progress=, call C directly), so torch.compile of code that
+# calls tensorffi.physics.nbody/nbody_/energy/momentum traces without graph breaks.
+
+
+_compiling = torch.compiler.is_compiling
+
+
+def _all_tensors(a: Any, b: Any, c: Any) -> bool:
+    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and isinstance(c, torch.Tensor)
+
+
+def _run_op(
+    fname: str, pos: Any, vel: Any, mass: Any, dt: Any, steps: Any, G: Any, softening: Any, method: Any,
+    record_every: Any, threads: Any, copy: bool,
+) -> tuple[Any, ...]:
+    """The public nbody/nbody_ on tensors without progress: through the operator.
+    Scalars are checked here first, so that errors are those of the public function
+    (the dispatcher would reject dt="0.1" with its own message, and take steps=True)."""
+    if _compiling():
+        # Under torch.compile scalars may be symbolic; the operator's shape rule checks them.
+        rec = 0 if record_every is None else record_every
+        kw = dict(dt=dt, steps=steps, G=G, softening=softening, method=method, record_every=rec, threads=threads)
+    else:
+        step, nsteps, g, eps, _, rec = _check_integration(fname, dt, steps, G, softening, method, record_every)
+        if threads is not None:
+            resolve_threads(threads)
+        kw = dict(dt=step, steps=nsteps, G=g, softening=eps, method=method, record_every=rec, threads=threads)
+    if copy:
+        pos, vel, traj = _nbody_op(pos, vel, mass, **kw)
+    else:
+        traj = _nbody_inplace_op(pos, vel, mass, **kw)
+    return (pos, vel) if rec == 0 else (pos, vel, traj)
+
+
+def _op_checks(
+    fname: str, pos: Any, vel: Any, mass: Any, dt: Any, steps: Any, G: Any, softening: Any, method: Any,
+    record_every: Any, threads: Any,
+) -> tuple[str, bool, int, int, tuple[float, int, float, float, int, int], int]:
+    """Checks shared by the operators' kernels and shape rules (shapes and dtypes only)."""
+    _, dtype = _check_arrays(fname, {"pos": pos, "vel": vel, "mass": mass})
+    batched, b, n = _check_shapes(fname, pos, vel, mass)
+    rec = None if isinstance(record_every, int) and not isinstance(record_every, bool) and record_every == 0 else record_every
+    scalars = _check_integration(fname, dt, steps, G, softening, method, rec)
+    nthreads = resolve_threads(threads)
+    return dtype, batched, b, n, scalars, nthreads
+
+
+def _nbody_kernel(
+    fname: str, pos: Any, vel: Any, mass: Any, dt: Any, steps: Any, G: Any, softening: Any, method: Any,
+    record_every: Any, threads: Any, copy: bool,
+) -> Any:
+    dtype, batched, b, n, scalars, nthreads = _op_checks(
+        fname, pos, vel, mass, dt, steps, G, softening, method, record_every, threads
+    )
+    step, nsteps, g, eps, code, rec = scalars
+    if copy:
+        pos = pos.detach().clone(memory_format=torch.contiguous_format)
+        vel = vel.detach().clone(memory_format=torch.contiguous_format)
+    else:
+        # The grad-mode check is the operator's (tensorffi.ops.define); under no_grad a
+        # tensor that requires grad may be written, as by built-in in-place operators.
+        # detach() shares the version counter, which the bridge bumps.
+        pos, vel = pos.detach(), vel.detach()
+    pos3, vel3 = (pos, vel) if batched else (pos[None], vel[None])
+    mass2 = _batched_mass(mass if batched else mass[None], b, n)
+    params = _params(step, g, eps, nsteps, rec, code)
+    frames = nsteps // rec if rec else 0
+    with CallbackScope(None) as scope:  # no progress: only Ctrl-C checks
+        traj = scope.call(
+            _nbody_fn[dtype], pos3, vel3, mass2, params, nthreads, scope.fn, scope.handle, frames=frames
+        )
+    if not batched:
+        traj = traj[0]
+    return (pos, vel, traj) if copy else traj
+
+
+def _nbody_shape(
+    fname: str, pos: Any, vel: Any, mass: Any, dt: Any, steps: Any, G: Any, softening: Any, method: Any,
+    record_every: Any, threads: Any, copy: bool,
+) -> Any:
+    _, batched, b, n, scalars, _ = _op_checks(fname, pos, vel, mass, dt, steps, G, softening, method, record_every, threads)
+    nsteps, rec = scalars[1], scalars[5]
+    frames = nsteps // rec if rec else 0
+    traj = pos.new_empty((b, frames, n, 3) if batched else (frames, n, 3))
+    if copy:
+        return pos.new_empty(pos.shape), vel.new_empty(vel.shape), traj
+    return traj
+
+
+def _energy_checks(pos: Any, vel: Any, mass: Any, G: Any, softening: Any, threads: Any) -> tuple[Any, ...]:
+    _, dtype = _check_arrays("energy", {"pos": pos, "vel": vel, "mass": mass})
+    batched, b, n = _check_shapes("energy", pos, vel, mass)
+    g, eps = _check_gravity("energy", G, softening)
+    return dtype, batched, b, n, g, eps, resolve_threads(threads)
+
+
+def _energy_kernel(pos: Any, vel: Any, mass: Any, G: float = 1.0, softening: float = 0.0, *, threads: Any = None) -> Any:
+    dtype, batched, b, n, g, eps, nthreads = _energy_checks(pos, vel, mass, G, softening, threads)
+    pos3, vel3 = (pos, vel) if batched else (pos[None], vel[None])
+    mass2 = _batched_mass(mass if batched else mass[None], b, n)
+    out = _energy_fn[dtype](pos3, vel3, mass2, g, eps, nthreads)
+    return out if batched else out[0]
+
+
+def _energy_shape(pos: Any, vel: Any, mass: Any, G: float = 1.0, softening: float = 0.0, *, threads: Any = None) -> Any:
+    _, batched, b, _, _, _, _ = _energy_checks(pos, vel, mass, G, softening, threads)
+    return pos.new_empty((b,) if batched else ())
+
+
+def _momentum_kernel(vel: Any, mass: Any) -> Any:
+    _, dtype = _check_arrays("momentum", {"vel": vel, "mass": mass})
+    batched, b, n = _check_shapes("momentum", vel, None, mass, pos_name="vel")
+    vel3 = vel if batched else vel[None]
+    out = _momentum_fn[dtype](vel3, _batched_mass(mass if batched else mass[None], b, n))
+    return out if batched else out[0]
+
+
+def _momentum_shape(vel: Any, mass: Any) -> Any:
+    _check_arrays("momentum", {"vel": vel, "mass": mass})
+    batched, b, _ = _check_shapes("momentum", vel, None, mass, pos_name="vel")
+    return vel.new_empty((b, 3) if batched else (3,))
+
+
+def _register_ops() -> tuple[Any, ...]:
+    from . import ops
+
+    scalars = (
+        '*, float dt, int steps=1, float G=1.0, float softening=0.0, str method="leapfrog", '
+        "int record_every=0, int? threads=None"
+    )
+    params = "pos, vel, mass, *, dt, steps=1, G=1.0, softening=0.0, method='leapfrog', record_every=0, threads=None"
+    call = "pos, vel, mass, dt, steps, G, softening, method, record_every, threads"
+
+    def make(fname: str, fn: Callable[..., Any], copy: bool) -> Callable[..., Any]:
+        ns: dict[str, Any] = {"_fn": fn}
+        exec(f"def _f({params}):\n    return _fn({fname!r}, {call}, {copy})\n", ns)
+        return ns["_f"]
+
+    nbody_op = ops.define(
+        f"tensorffi::nbody(Tensor pos, Tensor vel, Tensor mass, {scalars}) -> (Tensor, Tensor, Tensor)",
+        make("nbody", _nbody_kernel, True),
+        fake=make("nbody", _nbody_shape, True),
+    )
+    nbody_inplace_op = ops.define(
+        f"tensorffi::nbody_(Tensor(a!) pos, Tensor(b!) vel, Tensor mass, {scalars}) -> Tensor",
+        make("nbody_", _nbody_kernel, False),
+        fake=make("nbody_", _nbody_shape, False),
+    )
+    energy_op = ops.define(
+        "tensorffi::energy(Tensor pos, Tensor vel, Tensor mass, float G=1.0, float softening=0.0, *, "
+        "int? threads=None) -> Tensor",
+        _energy_kernel,
+        fake=_energy_shape,
+    )
+    momentum_op = ops.define("tensorffi::momentum(Tensor vel, Tensor mass) -> Tensor", _momentum_kernel, fake=_momentum_shape)
+    return nbody_op.overload, nbody_inplace_op.overload, energy_op.overload, momentum_op.overload
+
+
+_nbody_op, _nbody_inplace_op, _energy_op, _momentum_op = _register_ops()
