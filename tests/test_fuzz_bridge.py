@@ -1346,13 +1346,15 @@ def _contracts(lib, data, noisy: bool = True):
             if p.expr and p.expr.startswith("numel("):
                 x = args.get(p.expr[6:-1])
                 true = x.numel if isinstance(x, Arr) and x.kind != "other" else None
-            args[p.name] = data.draw(size_values(true, c_range[p.dtype]), label=p.name)
+            v = data.draw(size_values(true, c_range[p.dtype]), label=p.name)
+            args[p.name] = None if v.value is None else v  # None is "not passed"
         else:
             args[p.name] = None
     kw_values: dict[str, Scalar | None] = {}
     for sym in spec.keywords:
         if data.draw(UNIT, label=f"pass {sym}=?") < 0.9:
-            kw_values[sym] = data.draw(size_values(env_true[sym], INT64), label=sym)
+            v = data.draw(size_values(env_true[sym], INT64), label=sym)
+            kw_values[sym] = None if v.value is None else v
         else:
             kw_values[sym] = None
 
