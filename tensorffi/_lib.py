@@ -42,14 +42,17 @@ def native(name: str, contract: str | None = None) -> Callable[..., Any]:
     Every fallible native function returns a status (0 = ok); a failure raises the
     exception for that status with the thread-local message.
     """
+    from ._shims import SHIM_PREFIX
     from .bridge import bind_function
     from .contract import parse_contract
 
+    shim = getattr(lib, SHIM_PREFIX + name, None)
     return bind_function(
         ffi,
-        getattr(lib, name),
+        shim if shim is not None else getattr(lib, name),
         DECLS.functions[name],
         parse_contract(contract),
+        pointers_as_int=shim is not None,
         default_returns="status",
         error_message=last_error,
     )

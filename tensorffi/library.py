@@ -9,11 +9,7 @@ from .bridge import BoundFunction, Struct
 from .contract import parse_contract
 from .errors import ContractError
 
-SHIM_PREFIX = "_tfs_"
-
-
-def has_array_params(decl: Any) -> bool:
-    return any(p.type.shimmable for p in decl.params)
+from ._shims import SHIM_PREFIX, has_array_params  # noqa: F401 (re-exported for byo)
 
 
 class Library:
@@ -59,7 +55,9 @@ class Library:
         # A shim is the same function with its array pointers taken as intptr_t, so the
         # bridge passes data_ptr() integers and skips one ffi.cast per pointer.
         use_shim = self._shim_lookup is not None and has_array_params(decl) and not decl.variadic
-        cfunc = self._shim_lookup(name) if use_shim else getattr(self.raw, name)
+        cfunc = self._shim_lookup(name) if use_shim else None  # type: ignore[misc]
+        if cfunc is None:  # no shim for this one (e.g. an extern "Python" callback)
+            use_shim, cfunc = False, getattr(self.raw, name)
         bound = BoundFunction(
             self.ffi,
             cfunc,
