@@ -55,6 +55,7 @@ from . import _codegen
 from ._decl import CFunction, Declarations
 from .contract import Contract, Dim
 from .errors import (
+    AllocationError,
     ArgumentOverflowError,
     ArgumentTypeError,
     ContractError,
@@ -222,6 +223,15 @@ def prepare_array(
         return _prepare_ndarray(arr, where, ctype, dtype, written, may_copy, is_strided)
     if value is None:
         raise ArgumentTypeError(f"{where} ({ctype}) expects a torch tensor or a NumPy array, got None")
+    if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
+        # A foreign array (JAX, CuPy...): seen through NumPy, which keeps DLPack's
+        # read-only flag (once torch.from_dlpack has made a tensor, that flag is gone:
+        # torch tensors carry none).
+        try:
+            arr = np.from_dlpack(value)
+        except (BufferError, RuntimeError, TypeError, ValueError) as exc:
+            raise DeviceError(f"{where} ({ctype}) is a DLPack array NumPy cannot view in CPU memory: {exc}") from None
+        return _prepare_ndarray(arr, where, ctype, dtype, written, may_copy, is_strided)
     raise ArgumentTypeError(
         f"{where} ({ctype}) expects a torch tensor or a NumPy array, got {_describe(value)}"
     )
@@ -850,7 +860,15 @@ class _Gen:
         i, v = p.index, p.pyname
         ext = self.const(_check_storage, "ext")
         W = self.lit(self.where(p))
-        self.emit(f"if {' and '.join(self.torch_fast(p, v, kernel))}:")
+        if kernel:
+            self.emit(f"if {' and '.join(self.torch_fast(p, v, kernel))}:")
+        else:
+            # (a sparse CSR tensor raises in is_contiguous(): the general path explains)
+            self.emit("try:")
+            self.emit(f"    _fast = {' and '.join(self.torch_fast(p, v, kernel))}")
+            self.emit("except RuntimeError:")
+            self.emit("    _fast = False")
+            self.emit("if _fast:")
         self.indent()
         self.emit(f"_a{i} = {v}.data_ptr()")
         self.emit(f"_k{i} = {v}.untyped_storage()")
@@ -984,7 +1002,7 @@ class _Gen:
                     self.indent()
                     self.fail_unless(
                         f"{z} == {expr}",
-                        f'_ShapeError(f"{self.lit(self.fname)}(): {name} = {{{z}}} from the arguments, but the '
+                        f'_ShapeError(f"{self.lit(self.fname)}(): argument \'{name}\' is {{{z}}}, but the '
                         f'contract defines {name} = {self.lit(src)} = {{{expr}}}")',
                     )
                     self.dedent()
@@ -1054,12 +1072,12 @@ class _Gen:
             sig.append("*")
         sig += [f"{k}=None" for k in kwonly]
         self.emit("__tracebackhide__ = True")
+        self.emit("try:")
+        self.indent()
         if plan.keyword_only:
             full = self.const(_full_form(plan, lambda: self.b.call), "full")
             tup = "(" + "".join(f"{s}, " for s in short) + ")"
             self.emit(f"if _more: return {full}({tup} + _more, {', '.join(f'{k}={k}' for k in kwonly)})")
-        self.emit("try:")
-        self.indent()
         self.init_symbols()
         inputs = [p for p in P if p.kind == "array" and p.role != "out"]
         outs = [p for p in P if p.kind == "array" and p.role == "out"]
@@ -1166,6 +1184,8 @@ class _Gen:
             tdt = self.const(TORCH_DTYPES[p.dtype], "dt")
             empty = self.const(torch.empty, "empty")
             targs = ", ".join(dims) if dims else "()"
+            self.emit("try:")
+            self.indent()
             self.emit("if _numpy:")
             self.indent()
             ndt = self.const(NUMPY_DTYPES.get(p.dtype), "ndt")
@@ -1177,6 +1197,8 @@ class _Gen:
             self.emit(f"{p.pyname} = {empty}({targs}, dtype={tdt})")
             self.emit(f"_a{i} = {p.pyname}.data_ptr()")
             self.dedent()
+            self.dedent()
+            self.emit_alloc_failure(p, dims)
             self.emit(f"_b{i} = 0")
             self.dedent()
 
@@ -1202,7 +1224,13 @@ class _Gen:
         cargs = []
         for p in self.plan.params:
             if p.name in self.hidden:
-                cargs.append(f"{self.const(self.hidden[p.name], 'h')}()")
+                h = self.const(self.hidden[p.name], "h")
+                if p.as_int:  # a pointer through an intptr_t shim: cdata becomes its address
+                    ffi = self.b.ffi
+                    conv = self.const(lambda v: int(ffi.cast("intptr_t", v)) if isinstance(v, ffi.CData) else v, "addr")
+                    cargs.append(f"{conv}({h}())")
+                else:
+                    cargs.append(f"{h}()")
             elif p.kind == "array":
                 cargs.append(self.carg(p))
             elif p.kind == "scalar":
@@ -1337,7 +1365,9 @@ class _Gen:
                 for s in d.symbols:
                     self.need(s, f"argument '{p.name}'")
             dims = ", ".join(self.dim_expr(d) for d in o.shape) or "()"
-            self.emit(f"_out{p.index} = {empty}({dims}, dtype={self.const(TORCH_DTYPES[o.dtype], 'dt')})")
+            self.emit("try:")
+            self.emit(f"    _out{p.index} = {empty}({dims}, dtype={self.const(TORCH_DTYPES[o.dtype], 'dt')})")
+            self.emit_alloc_failure(p, [self.dim_expr(d) for d in o.shape])
             self.emit(f"_a{p.index} = _out{p.index}.data_ptr()")
             results.append(f"_out{p.index}")
         fills.update(self.emit_fills(array_var, lambda p: None, defining=False))
@@ -1352,6 +1382,15 @@ class _Gen:
         self.emit("    raise _e.with_traceback(None)")
         self.header(self.op_params(args))
         return self.finish("operator kernel")
+
+    def emit_alloc_failure(self, p: Param, dims: list[str]) -> None:
+        """The except clause of an output allocation: a typed error naming the argument."""
+        self.emit("except (RuntimeError, MemoryError, ValueError, OverflowError) as _x:")
+        shape = "(" + ", ".join(f"{{{d}}}" for d in dims) + ("," if len(dims) == 1 else "") + ")"
+        self.emit(
+            f'    raise {self.const(AllocationError, "alloc")}(f"{self.lit(self.where(p))}: cannot allocate the '
+            f'output of shape {shape} ({p.dtype}): {{_x}}") from None'
+        )
 
     def emit_size_args(self, args: list[OpArg]) -> None:
         """Operator size arguments (plain ints in a kernel, SymInts in a shape rule)."""
@@ -1466,7 +1505,8 @@ def _full_form(plan: Plan, call: Callable[[], Callable[..., Any]]) -> Callable[.
                 if k in values and values[k] is not None:
                     raise TypeError(f"{name}() got multiple values for argument '{k}'")
                 values[k] = v
-        return call()(*(values.pop(n) for n in short), **values)
+        positional = [values.pop(n) for n in short]
+        return call()(*positional, **values)
 
     return full
 

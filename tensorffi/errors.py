@@ -41,6 +41,10 @@ class ArgumentOverflowError(TensorFFIError, OverflowError):
     """A Python integer does not fit the C integer type of its parameter."""
 
 
+class AllocationError(TensorFFIError, MemoryError):
+    """An output the bridge allocates for a call does not fit in memory."""
+
+
 class ContractError(TensorFFIError, ValueError):
     """A contract string is malformed or does not match the C declaration."""
 

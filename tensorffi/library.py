@@ -12,6 +12,19 @@ from .errors import ContractError
 from ._shims import SHIM_PREFIX, has_array_params  # noqa: F401 (re-exported for byo)
 
 
+def check_contracts(contracts: Any) -> None:
+    """``contracts`` must be None or a mapping of function names to contract strings."""
+    if contracts is None:
+        return
+    if not isinstance(contracts, Mapping):
+        raise ContractError(
+            f"contracts must be a mapping of function names to contract strings, got {type(contracts).__name__}"
+        )
+    for fname, text in contracts.items():
+        if not isinstance(text, str):
+            raise ContractError(f"the contract of {fname!r} must be a string, got {type(text).__name__}")
+
+
 class Library:
     """The functions of a C library, each checked by the bridge.
 
@@ -37,12 +50,13 @@ class Library:
         self.raw = raw
         self.declarations = decls
         self._shim_lookup = shim_lookup
-        self._contracts = dict(contracts or {})
+        self._contracts = dict(contracts) if isinstance(contracts, Mapping) else {}
         self._default_returns = default_returns
         self._error_message = error_message
         self._reopen = reopen
         self._description = description
         self._bound: dict[str, Callable[..., Any]] = {}
+        check_contracts(contracts)
         unknown = set(self._contracts) - set(decls.functions)
         if unknown:
             raise ContractError(f"contracts name functions that are not declared: {', '.join(sorted(unknown))}")
