@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Callable
 
+from . import errors
 from ._decl import parse_declarations
 from ._version import __version__
 
@@ -28,6 +29,7 @@ if _built != __version__:  # pragma: no cover - exercised with a stale build in 
     )
 
 DECLS = parse_declarations(ffi.string(lib.tf_cdefs()).decode())
+errors.register_codes({name: int(getattr(lib, name)) for name in dir(lib) if name == "TF_OK" or name.startswith("TF_E")})
 
 
 def last_error() -> str:

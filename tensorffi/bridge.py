@@ -673,6 +673,11 @@ class _Gen:
         self.maybe: set[str] = set()  # symbols that may still be None at run time
         self.symbolic = mode == "shape"
         self.fname = self.plan.name
+        arrays = [p for p in self.plan.params if p.kind == "array"]
+        given = [p for p in arrays if p.name not in self.hidden]
+        #: overlap checks need each array's byte span; output allocation needs the caller's kind
+        self.needs_bytes = len(given) > 1 and any(p.written for p in given)
+        self.needs_kind = mode == "call" and any(p.role == "out" for p in arrays)
         self._n = 0
 
     # -- emission helpers -------------------------------------------------- #
@@ -823,8 +828,7 @@ class _Gen:
 
     def preparer(self, p: Param, grad_writes_ok: bool = False) -> str:
         """A name in the namespace for the general preparation of array ``p``:
-        value -> (address, storage to hold, shape, written tensor or None, is NumPy,
-        owner, span in bytes)."""
+        value -> (address, what to hold, shape, written tensor or None, is NumPy, bytes)."""
         where, ctype, dtype = self.where(p), p.ctype, p.dtype or "any"
         written, may_copy = p.written, p.shape is not None
         ffi = self.b.ffi
@@ -832,10 +836,10 @@ class _Gen:
         def prep(v: Any) -> tuple[Any, ...]:
             if dtype == "any" and isinstance(v, ffi.CData):
                 # An opaque handle (ffi.new_handle, a C-owned object): passed as is.
-                return int(ffi.cast("intptr_t", v)), v, None, None, None, v, 0
+                return int(ffi.cast("intptr_t", v)), v, None, None, None, 0
             r = prepare_array(v, where=where, ctype=ctype, dtype=dtype, written=written, may_copy=may_copy,
                               grad_writes_ok=grad_writes_ok)
-            return r.addr, (r.storage, r.owner), r.shape, r.written_tensor, r.kind == "numpy", r.owner, r.nbytes
+            return r.addr, (r.storage, r.owner), r.shape, r.written_tensor, r.kind == "numpy", r.nbytes
 
         return self.const(prep, "prep")
 
@@ -871,25 +875,29 @@ class _Gen:
             self.emit("if _fast:")
         self.indent()
         self.emit(f"_a{i} = {v}.data_ptr()")
+        # the storage is held for the call, and must hold every byte of the tensor
+        # (contiguous here: storage_offset + numel elements)
         self.emit(f"_k{i} = {v}.untyped_storage()")
-        self.emit(f"_b{i} = {v}.nbytes")
-        self.emit(f'if _a{i} + _b{i} > _k{i}.data_ptr() + _k{i}.nbytes(): {ext}({v}, "{W}")')
-        self.emit(f"_w{i} = {v}" if p.written else f"_w{i} = None")
-        self.emit(f"_n{i} = False")
-        self.emit(f"_o{i} = {v}")
+        isz = TORCH_DTYPES[p.dtype].itemsize if p.dtype not in (None, "any") else f"{v}.element_size()"
+        self.emit(f'if _k{i}.nbytes() < ({v}.storage_offset() + {v}.numel()) * {isz}: {ext}({v}, "{W}")')
+        if self.needs_bytes:
+            self.emit(f"_b{i} = {v}.nbytes")
+        if p.written:
+            self.emit(f"_w{i} = {v}")
+        if self.needs_kind:
+            self.emit(f"_n{i} = False")
         if p.shape is not None:
             self.emit(f"_s{i} = {v}.size()")
         self.dedent()
         self.emit("else:")
         self.indent()
-        self.emit(f"_a{i}, _k{i}, _s{i}, _w{i}, _n{i}, _o{i}, _b{i} = {self.preparer(p, grad_writes_ok)}({v})")
+        self.emit(f"_a{i}, _k{i}, _s{i}, _w{i}, _n{i}, _b{i} = {self.preparer(p, grad_writes_ok)}({v})")
         self.dedent()
 
     def emit_absent(self, p: Param) -> None:
         i = p.index
-        self.emit(f"_a{i} = 0")
-        self.emit(f"_k{i} = _s{i} = _w{i} = _n{i} = _o{i} = None")
-        self.emit(f"_b{i} = 0")
+        self.emit(f"_a{i} = _b{i} = 0")
+        self.emit(f"_k{i} = _s{i} = _w{i} = _n{i} = None")
 
     def carg(self, p: Param) -> str:
         """The expression passed to C for array parameter ``p`` (an address in _a)."""
