@@ -12,6 +12,7 @@ from __future__ import annotations
 from . import core, errors, io, ops, physics, signal
 from ._version import __version__
 from .bridge import Struct, strided
+from .handles import Handle, buffer
 from .byo import cache_dir, compile, load
 from .contract import parse_contract
 from .core import get_num_threads, info, set_num_threads
@@ -23,6 +24,7 @@ from .errors import (
     CancelledError,
     ContractError,
     DeviceError,
+    HandleClosedError,
     DTypeError,
     LayoutError,
     NativeError,
@@ -50,6 +52,9 @@ __all__ = [
     "Library",
     "Struct",
     "strided",
+    "Handle",
+    "buffer",
+    "HandleClosedError",
     "parse_contract",
     "TensorFFIError",
     "AllocationError",

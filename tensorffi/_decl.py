@@ -99,6 +99,8 @@ class CType:
     is_struct: bool  # innermost type is a struct/union (by name or typedef)
     is_function_pointer: bool = False
     is_array: bool = False
+    #: function pointers: the pointee's parameters and result (a CFunction named "")
+    signature: "CFunction | None" = field(default=None, compare=False)
 
     @property
     def dtype(self) -> str | None:
@@ -247,7 +249,8 @@ def _ctype(node: c_ast.Node, decls: Declarations) -> CType:
         depth += 1
         cur = cur.type
     if isinstance(cur, c_ast.FuncDecl):
-        return CType(text, depth, "function", "function", False, False, is_function_pointer=True)
+        return CType(text, depth, "function", "function", False, False, is_function_pointer=True,
+                     signature=_signature(cur, decls))
     assert isinstance(cur, c_ast.TypeDecl), cur
     const = "const" in (cur.quals or [])
     inner = cur.type
@@ -267,7 +270,35 @@ def _ctype(node: c_ast.Node, decls: Declarations) -> CType:
         is_struct,
         is_function_pointer=is_fp,
         is_array=is_array,
+        signature=_typedef_signature(base, decls) if is_fp else None,
     )
+
+
+def _signature(node: c_ast.FuncDecl, decls: Declarations) -> CFunction:
+    """The parameters and result of a function type (a function pointer's pointee)."""
+    params: list[CParam] = []
+    variadic = False
+    gen = c_generator.CGenerator()
+    for i, p in enumerate(node.args.params if node.args else ()):
+        if isinstance(p, c_ast.EllipsisParam):
+            variadic = True
+            continue
+        if isinstance(p, c_ast.Typename) and _is_void(p.type):
+            continue
+        name = getattr(p, "name", None) or f"arg{i}"
+        params.append(CParam(name, _ctype(p.type, decls), _named_decl(p.type, gen)))
+    return CFunction("", tuple(params), _ctype(node.type, decls), variadic)
+
+
+def _typedef_signature(name: str, decls: Declarations, seen: int = 0) -> CFunction | None:
+    node = decls.typedefs.get(name)
+    while isinstance(node, c_ast.PtrDecl):
+        node = node.type
+    if isinstance(node, c_ast.FuncDecl):
+        return _signature(node, decls)
+    if isinstance(node, c_ast.TypeDecl) and isinstance(node.type, c_ast.IdentifierType) and seen < 32:
+        return _typedef_signature(" ".join(node.type.names), decls, seen + 1)
+    return None
 
 
 def _named_decl(node: c_ast.Node, gen: c_generator.CGenerator) -> str:

@@ -41,6 +41,10 @@ class ArgumentOverflowError(TensorFFIError, OverflowError):
     """A Python integer does not fit the C integer type of its parameter."""
 
 
+class HandleClosedError(TensorFFIError, ValueError):
+    """A handle was used after ``close()`` (its C object is destroyed)."""
+
+
 class AllocationError(TensorFFIError, MemoryError):
     """An output the bridge allocates for a call does not fit in memory."""
 
@@ -139,8 +143,14 @@ def register_codes(codes: dict[str, int]) -> None:
             CODE_CLASSES[code] = CLASS_OF_NAME[name]
 
 
-def error_for_status(code: int, function: str, message: str = "") -> NativeError:
-    """The exception for a non-zero status ``code`` returned by C function ``function``."""
+def error_for_status(code: int, function: str, message: str = "", *, native: bool = True) -> NativeError:
+    """The exception for a non-zero status ``code`` returned by C function ``function``.
+
+    ``native``: a function of tensorffi's own library, whose TF_E* codes map to the
+    classes above; a user library's codes mean what that library says, so they are
+    a plain :class:`NativeError` carrying the code."""
+    if not native:
+        return NativeError(message or f"{function}() returned status {code}", code, function)
     cls = CODE_CLASSES.get(code, NativeError)
     name = CODE_NAMES.get(code, f"status {code}")
     text = message or f"{function} failed"
