@@ -9,7 +9,7 @@
 """
 from __future__ import annotations
 
-from . import core, errors, io, ops, physics, signal
+from . import cache, core, errors, io, ops, physics, signal
 from ._version import __version__
 from .bridge import Struct, strided
 from .byo import cache_dir, compile, load
@@ -21,9 +21,11 @@ from .errors import (
     BuildError,
     CancelledError,
     ContractError,
+    DeclarationError,
     DeviceError,
     DTypeError,
     LayoutError,
+    LibraryMismatchError,
     NativeError,
     ParseError,
     ShapeError,
@@ -46,6 +48,7 @@ __all__ = [
     "load",
     "compile",
     "cache_dir",
+    "cache",
     "Library",
     "Struct",
     "strided",
@@ -59,7 +62,9 @@ __all__ = [
     "ShapeError",
     "ArgumentOverflowError",
     "ContractError",
+    "DeclarationError",
     "BuildError",
+    "LibraryMismatchError",
     "NativeError",
     "CancelledError",
     "ParseError",
