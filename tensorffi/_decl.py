@@ -239,8 +239,13 @@ def parse_declarations(cdef: str) -> Declarations:
     text = _clean(cdef)
     # Skip names the user typedefs themselves.
     user_typedefs = set(re.findall(r"typedef[^;]*?\b(\w+)\s*;", text))
+    # Only the built-in names the text mentions: parsing the prelude is most of the
+    # cost of a small cdef (and of re-opening a cached module).
+    words = set(re.findall(r"\w+", text))
     prelude = "".join(
-        f"typedef {target} {name};\n" for name, target in _BUILTIN_TYPEDEFS.items() if name not in user_typedefs
+        f"typedef {target} {name};\n"
+        for name, target in _BUILTIN_TYPEDEFS.items()
+        if name in words and name not in user_typedefs
     )
     try:
         ast = c_parser.CParser().parse(prelude + '# 1 "<cdef>"\n' + text, filename="<cdef>")

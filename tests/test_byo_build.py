@@ -276,7 +276,7 @@ def test_compiler_errors_point_at_the_users_line(cache):
 
 def test_compiler_errors_in_a_file_name_the_file(tmp_path, cache):
     (tmp_path / "bad.c").write_text("int f(void) {\n  return nope;\n}\n")
-    with pytest.raises(tensorffi.BuildError, match=r"bad\.c:2:\d+: error: .nope. undeclared"):
+    with pytest.raises(tensorffi.BuildError, match=r"bad\.c:2:\d+: error: .*nope"):
         tensorffi.compile("badfile", sources=[tmp_path / "bad.c"], cache=cache)
 
 
