@@ -10,7 +10,7 @@
   module is opened lazily), vs the import floor.
 
 Runs are interleaved and repeated; medians are reported. Usage:
-``python benchmarks/build.py [--reps 7]``.
+``python benchmarks/build.py [--reps 7] [--before /path/to/older/checkout]``.
 """
 from __future__ import annotations
 
@@ -32,10 +32,10 @@ CDEF = "void process_data(float *data, int size);"
 FIRST_TFFI = """
 import sys, time, json
 t0 = time.perf_counter(); import tensorffi; t1 = time.perf_counter()
-lib = tensorffi.compile("bench", sources=[sys.argv[1]], cache=sys.argv[2])
+lib = tensorffi.compile("bench", %r, sources=[sys.argv[1]], cache=sys.argv[2])
 t2 = time.perf_counter()
 print(json.dumps({"import": t1 - t0, "call": t2 - t1}))
-"""
+""" % CDEF
 FIRST_CFFI = """
 import sys, time, json, cffi
 t1 = time.perf_counter()
@@ -74,7 +74,9 @@ def run(script: str, *args: str, env: dict[str, str] | None = None) -> dict[str,
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--reps", type=int, default=7)
-    reps = parser.parse_args().reps
+    parser.add_argument("--before", help="a checkout of an earlier tensorffi (built in place) to measure too")
+    opts = parser.parse_args()
+    reps = opts.reps
     work = Path(tempfile.mkdtemp(prefix="tffi-bench-"))
     try:
         src = work / "mylib.c"
@@ -89,7 +91,7 @@ def main() -> None:
         run(FIRST_TFFI, str(src), str(cache))  # warm the cache (and the OS file cache)
         import tensorffi  # noqa: E402  (for the handle and the module's path)
 
-        lib = tensorffi.compile("bench", sources=[str(src)], cache=str(cache))
+        lib = tensorffi.compile("bench", CDEF, sources=[str(src)], cache=str(cache))
         blob = work / "handle.pkl"
         blob.write_bytes(pickle.dumps(lib))
         (so,) = cache.glob("_tf_bench_*.so")
@@ -97,6 +99,9 @@ def main() -> None:
             cold = work / f"cold-{i}"
             r = run(FIRST_TFFI, str(src), str(cold))
             add("first compile(): tensorffi", r["call"])
+            if opts.before:
+                r = run(FIRST_TFFI, str(src), str(work / f"before-{i}"), env=dict(os.environ, PYTHONPATH=opts.before))
+                add("first compile(): tensorffi --before", r["call"])
             r = run(FIRST_CFFI, str(src), str(work / f"cffi-{i}"))
             add("first build: cffi ffi.compile() (setuptools)", r["call"])
             r = run(CACHED_TFFI, str(src), str(cache))

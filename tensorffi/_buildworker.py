@@ -365,7 +365,15 @@ def build(
         if rc != 0:
             failures.append(clean(out) if job.what != "module.c" else _wrapper_failure(clean(out)))
     if failures:
-        raise BuildError(f"compiling {recipe.name} failed:\n" + "\n".join(failures).strip(), "\n".join(failures))
+        output = "\n".join(failures).strip()
+        clash = sorted(set(re.findall(r"conflicting types for [\u2018'\"](\w+)[\u2019'\"]", output)))
+        lead = f"compiling {recipe.name} failed:"
+        if clash:
+            lead = (
+                f"compiling {recipe.name} failed: the declaration of {', '.join(clash)} does not match "
+                f"its definition (calling through a wrong declaration would corrupt memory):"
+            )
+        raise BuildError(lead + "\n" + output, output)
     timing["compile"] = time.perf_counter() - t0 - timing["preprocess"] - timing["scan"]
 
     # 5. link, and resolve every symbol now
