@@ -33,11 +33,11 @@ import shutil
 import subprocess
 import sysconfig
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ._decl import Declarations, Statement, parse_declarations, scan
+from ._decl import Declarations, Statement, parse_declarations, scan, system_includes
 from .errors import BuildError, DeclarationError
 from .library import SHIM_PREFIX, has_array_params
 
@@ -250,7 +250,7 @@ def build(
             prefix += (recipe.preamble if recipe.preamble is not None else recipe.cdef) + "\n"
         inline.write_text(f'{prefix}#line 1 "{name}"\n{recipe.source}\n')
         units.append((str(inline), recipe.source_name))
-    probe = _start(cc + flags + ["-E", "-dM", "-x", "c", os.devnull], workdir, "predefined macros")
+    probe = _start(cc + flags + ["-E", "-dM", "-v", "-x", "c", os.devnull], workdir, "predefined macros")
     jobs = []
     for k, (path, _) in enumerate(units):
         jobs.append(_start(cc + flags + ["-E", "-MMD", "-MF", f"u{k}.d", "-MT", "x", path, "-o", f"u{k}.i"], workdir, path))
@@ -270,6 +270,7 @@ def build(
     failures = []
     rc, out = probe.wait()
     predefined = dict(re.findall(r"^#define (\w+) (.*)$", out, re.M)) if rc == 0 else {}
+    search = _search_dirs(out)
     for job in jobs + [j for j in (header_job, preamble_job) if j is not None]:
         rc, out = job.wait()
         if rc != 0:
@@ -303,13 +304,16 @@ def build(
         header_statements = scan((workdir / "h.i").read_text(errors="replace"))
         _map_files(header_statements, original)
 
+    derived_preamble: str | None = None
     if recipe.cdef is not None:
         cdef = recipe.cdef
     elif recipe.header:
         exported = _unique([s for s in header_statements if s.user and s.kind == "prototype" and not s.static])
         if not exported:
             raise DeclarationError(f"{recipe.header}: declares no function (with external linkage)", file=recipe.header)
-        cdef = _derive(header_statements, exported)
+        opaque, body = _derive(header_statements, exported)
+        cdef = opaque + body
+        derived_preamble = None  # the wrapper includes the header itself
     else:
         exported = _unique([s for st in scans for s in st if s.user and s.kind == "function" and not s.static])
         if not exported:
@@ -318,8 +322,26 @@ def build(
                 f"{where}: defines no function with external linkage to bind (static functions are private to their file)",
                 file=units[0][1] if units else "",
             )
-        cdef = _derive([s for st in scans for s in st], exported)
-    decls = parse_declarations(cdef)
+        opaque, body = _derive([s for st in scans for s in st], exported)
+        cdef = opaque + body
+        includes = []
+        for k in range(len(units)):
+            for path in system_includes((workdir / f"u{k}.i").read_text(errors="replace")):
+                line = f"#include {_include_name(path, search)}"
+                if line not in includes:
+                    includes.append(line)
+        derived_preamble = "\n".join(includes) + "\n" + body
+    if recipe.cdef is None:
+        _check_names(exported)
+    try:
+        decls = parse_declarations(cdef)
+    except DeclarationError as exc:
+        if recipe.cdef is not None or recipe.source is None:
+            raise
+        from ._decl import declaration_error
+
+        first = str(exc).split("\n")[0].replace(" cannot read the declarations:", "")
+        raise declaration_error(first, "", texts={recipe.source_name: recipe.source}) from None
     timing["scan"] = time.perf_counter() - t0 - timing["preprocess"]
 
     # 3. compile each user file with the declarations it must agree with appended
@@ -345,8 +367,11 @@ def build(
         preamble = recipe.preamble
     elif recipe.header and recipe.cdef is None:
         preamble = f'#include "{here(recipe.header)}"'
+    elif derived_preamble is not None:
+        preamble = derived_preamble
     else:
         preamble = cdef
+    preamble += '\n# 1 "<tensorffi wrapper>"\n'  # what follows is generated: not the user's lines
     ffi = cffi.FFI()
     try:
         ffi.cdef(cdef + "\n" + "\n".join(c for c, _ in shims))
@@ -391,10 +416,44 @@ def build(
     return Built(so, modname, deps, cdef, timing)
 
 
+def _search_dirs(verbose_output: str) -> list[str]:
+    """The compiler's ``#include <...>`` search list, from ``cc -v`` output."""
+    m = re.search(r"#include <\.\.\.> search starts here:\n(.*?)\nEnd of search list", verbose_output, re.S)
+    if not m:
+        return []
+    dirs = []
+    for line in m.group(1).splitlines():
+        line = line.strip()
+        if line.endswith("(framework directory)"):
+            continue
+        dirs.append(os.path.normpath(line))
+    return dirs
+
+
+def _include_name(path: str, search: list[str]) -> str:
+    """``<sys/types.h>`` for /usr/include/sys/types.h: how C names a system header."""
+    for d in search:
+        if path.startswith(d + "/"):
+            return f"<{path[len(d) + 1:]}>"
+    return '"' + path.replace('"', '\\"') + '"'
+
+
+def _check_names(exported: list[Statement]) -> None:
+    """Names Python and cffi can bind: ASCII C identifiers."""
+    for s in exported:
+        if not (s.name.isascii() and s.name.isidentifier()):
+            shown = s.name.encode().decode("unicode_escape") if "\\" in s.name else s.name
+            raise DeclarationError(
+                f"{s.file}:{s.line}: function {shown!r} cannot be bound: names must be ASCII C identifiers "
+                f"(make it static, or rename it)",
+                file=s.file, line=s.line, column=s.tokens[0].col,
+            )
+
+
 def _map_files(statements: list[Statement], original: Any) -> None:
     for s in statements:
         if s.tokens and s.tokens[0].file.startswith("/"):
-            s.tokens = [t if not t.file.startswith("/") else type(t)(t.text, original(t.file), t.line, t.col) for t in s.tokens]
+            s.tokens = [t if not t.file.startswith("/") else replace(t, file=original(t.file)) for t in s.tokens]
 
 
 def _unique(statements: list[Statement]) -> list[Statement]:
@@ -425,7 +484,7 @@ def _agreement_check(unit: list[Statement], declared: list[Statement], decls: De
     """C appended to a preprocessed user file: the declared prototype of each function
     the file defines, after any declared types (and standard integer types) the file
     does not declare itself. A mismatch is then "conflicting types" at compile time."""
-    defined = {s.name for s in unit if s.kind == "function" and s.user and s.name in decls.functions}
+    defined = {s.name for s in unit if s.kind == "function" and s.user and not s.static and s.name in decls.functions}
     if not defined:
         return ""
     known: set[str] = set()

@@ -193,6 +193,7 @@ def _clean(cdef: str) -> str:
     text = _COMMENT.sub(_blank, cdef)
     text = _DIRECTIVE.sub(lambda m: m.group(0) if _LINE_MARKER.fullmatch(m.group(0)) else "", text)
     text = _EXTERN_PY.sub("", text)
+    text = re.sub(r"typedef\s+\.\.\.\s+(\w+)\s*;", r"typedef struct \1 \1;", text)  # cffi's opaque type
     text = _ELLIPSIS_FIELD.sub("", text)  # cffi's "struct { ...; }"
     text = re.sub(r"\[\s*\.\.\.\s*\]", "[]", text)  # cffi's "int a[...]"
     return text
@@ -201,7 +202,9 @@ def _clean(cdef: str) -> str:
 _ERROR_AT = re.compile(r"^(?P<file>.*?):(?P<line>\d+)(?::(?P<col>\d+))?:\s*(?P<msg>.*)$", re.S)
 
 
-def declaration_error(message: str, source: str, default_file: str = "<cdef>") -> DeclarationError:
+def declaration_error(
+    message: str, source: str, default_file: str = "<cdef>", texts: "dict[str, str] | None" = None
+) -> DeclarationError:
     """A :class:`DeclarationError` from a pycparser/cffi message ``file:line:col: what``;
     the offending line is quoted when ``file`` is the text given in ``source``
     (``"<cdef>"``) or a file that can be read."""
@@ -215,6 +218,8 @@ def declaration_error(message: str, source: str, default_file: str = "<cdef>") -
     lines: list[str] = []
     if file == default_file:
         lines = source.splitlines()
+    elif texts and file in texts:
+        lines = texts[file].splitlines()
     else:
         try:
             with open(file, encoding="utf-8", errors="replace") as f:
@@ -225,8 +230,14 @@ def declaration_error(message: str, source: str, default_file: str = "<cdef>") -
     msg = f"{file}:{line}:{col}: cannot read the declarations: {what}"
     if quoted:
         msg += "\n    " + quoted + ("\n    " + " " * (col - 1) + "^" if col else "")
-    if "before" in what and "syntax error" in what:
-        msg += "\n(a name cffi does not know as a type? declare it first, e.g. 'typedef struct foo foo;')"
+    if "syntax error" in what and quoted and col:
+        words = re.findall(r"[A-Za-z_]\w*", quoted[: col - 1])
+        prev = words[-1] if words else ""  # the name just before the token the parser choked on
+        if prev and prev not in C_KEYWORDS and prev not in _BUILTIN_TYPEDEFS:
+            msg += (
+                f"\n(is '{prev}' meant as a type? Only the standard C types (int64_t, size_t, ...) and types "
+                f"declared earlier are known: declare it first, e.g. 'typedef struct {prev} {prev};')"
+            )
     return DeclarationError(msg, file=file, line=line, column=col, text=quoted)
 
 
@@ -418,7 +429,7 @@ _TOKEN = re.compile(
   | (?P<ws>[ \t\r\f\v]+)
   | (?P<comment>//[^\n]*|/\*.*?\*/)
   | (?P<str>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
-  | (?P<ident>[^\W\d]\w*|\$)
+  | (?P<ident>(?:[^\W\d]|\\u[0-9a-fA-F]{4}|\\U[0-9a-fA-F]{8})(?:\w|\\u[0-9a-fA-F]{4}|\\U[0-9a-fA-F]{8})*|\$)
   | (?P<num>\.?\d(?:[eEpP][+-]|[\w.])*)
   | (?P<punct>\.\.\.|->|.)
     """,
@@ -452,6 +463,7 @@ class Token:
     file: str
     line: int
     col: int
+    system: bool = False  # the preprocessor's marker flagged this stretch as a system header
 
 
 @dataclass
@@ -494,12 +506,13 @@ def _render(tokens: list[Token]) -> str:
     return "".join(out)
 
 
-def tokenize(text: str) -> tuple[list[Token], set[str]]:
+def tokenize(text: str) -> list[Token]:
     """The tokens of preprocessed C, each with the file and line the markers give it,
-    and the files the markers flag as system headers."""
+    and whether the marker flags that stretch as a system header (flag 3 belongs to
+    the marker, not the file: a system macro expanded in a user file is flagged)."""
     tokens: list[Token] = []
     file, line, line_start = "<unknown>", 1, 0
-    system: set[str] = set()
+    system = False
     for m in _TOKEN.finditer(text):
         kind = m.lastgroup
         if kind == "nl":
@@ -508,8 +521,7 @@ def tokenize(text: str) -> tuple[list[Token], set[str]]:
         elif kind == "marker":
             if m["mfile"] is not None:
                 file = bytes(m["mfile"], "utf-8").decode("unicode_escape") if "\\" in m["mfile"] else m["mfile"]
-                if "3" in (m["mflags"] or "").split():
-                    system.add(file)
+            system = "3" in (m["mflags"] or "").split()
             line = int(m["mline"]) - 1  # the marker's own newline follows
         elif kind in ("ws", "comment", "directive"):
             if kind == "comment":
@@ -518,8 +530,8 @@ def tokenize(text: str) -> tuple[list[Token], set[str]]:
                     line += n
                     line_start = m.start() + m.group(0).rfind("\n") + 1
         else:
-            tokens.append(Token(m.group(0), file, line, m.start() - line_start + 1))
-    return tokens, system
+            tokens.append(Token(m.group(0), file, line, m.start() - line_start + 1, system))
+    return tokens
 
 
 def _strip_gnu(tokens: list[Token]) -> list[Token]:
@@ -719,10 +731,16 @@ def scan(text: str, is_user_file: "Callable[[str], bool] | None" = None) -> list
     A file is the user's when the preprocessor did not flag it as a system header
     (and ``is_user_file``, if given, agrees); ``<built-in>``/``<command-line>`` never are.
     """
-    tokens, system = tokenize(text)
+    tokens = tokenize(text)
+    # A file is a system header if any stretch of it is flagged so, except where the
+    # flag only marks a system macro's expansion inside a user's file: a file whose
+    # first marker (entering it) lacks the flag is the user's.
+    entered: dict[str, bool] = {}
+    for t in tokens:
+        entered.setdefault(t.file, t.system)
 
     def user(file: str) -> bool:
-        if file in system or file.startswith("<built-in") or file.startswith("<command"):
+        if entered.get(file, False) or file.startswith("<built-in") or file.startswith("<command"):
             return False
         return is_user_file(file) if is_user_file is not None else True
 
@@ -764,10 +782,12 @@ def scan(text: str, is_user_file: "Callable[[str], bool] | None" = None) -> list
     return out
 
 
-def derive_cdef(statements: list[Statement], exported: list[Statement]) -> str:
-    """A cdef (and C preamble) for the ``exported`` functions: their prototypes after
-    the user's type declarations they need (a closure over the names they use), each
-    with a line marker back to the user's file."""
+def derive_cdef(statements: list[Statement], exported: list[Statement]) -> tuple[str, str]:
+    """Declarations for the ``exported`` functions: ``(opaque, body)``. ``body`` is C
+    (the cdef and the wrapper's preamble): the prototypes after the user's type
+    declarations they need (a closure over the names they use), each with a line
+    marker back to the user's file. ``opaque`` is for cffi only: the system types
+    those need, declared opaque."""
     by_name: dict[str, list[Statement]] = {}
     for s in statements:
         if s.kind == "type" and s.user:
@@ -787,6 +807,16 @@ def derive_cdef(statements: list[Statement], exported: list[Statement]) -> str:
                 seen_ids.add(id(s))
                 needed.append(s)
                 todo.extend(s.uses)
+    # Names from system headers that cffi does not know (pthread_mutex_t, struct
+    # timespec) are opaque to cffi ("typedef ... T;", "struct T;"); the C side
+    # includes the system headers the user's files include (see system_includes).
+    system_typedefs = {d for s in statements if s.kind == "type" and not s.user for d in s.defines}
+    opaque: list[str] = []
+    for name in sorted(done - set(by_name)):
+        if name.startswith(("struct ", "union ")):
+            opaque.append(f"{name};")
+        elif name in system_typedefs and name not in _BUILTIN_TYPEDEFS:
+            opaque.append(f"typedef ... {name};")
     order = {id(s): i for i, s in enumerate(statements)}
     texts: list[str] = []
     seen_text: set[str] = set()
@@ -796,4 +826,21 @@ def derive_cdef(statements: list[Statement], exported: list[Statement]) -> str:
             seen_text.add(body)
             texts.append(s.text())
     texts.extend(s.text() for s in exported)
-    return "\n".join(texts) + "\n"
+    return "".join(line + "\n" for line in opaque), "\n".join(texts) + "\n"
+
+
+_MARKER_LINE = re.compile(r'^#[ \t]*(\d+)[ \t]+"((?:[^"\\\n]|\\.)*)"([ \t\d]*)$', re.M)
+
+
+def system_includes(text: str) -> list[str]:
+    """The system headers the user's own files include directly (paths, in order),
+    read from the line markers of preprocessed C (flag 1: entering, flag 3: system)."""
+    out: list[str] = []
+    cur, cur_system = None, False
+    for m in _MARKER_LINE.finditer(text):
+        file, flags = m[2], m[3].split()
+        if "1" in flags and "3" in flags and cur is not None and not cur_system and cur not in ("<built-in>", "<command-line>"):
+            if file not in out:
+                out.append(file)
+        cur, cur_system = file, "3" in flags
+    return out

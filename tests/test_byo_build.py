@@ -307,3 +307,28 @@ def test_nothing_in_the_current_directory_is_imported(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "11"
     assert not marker.exists(), marker.read_text()
+
+
+def test_a_non_ascii_function_name_is_a_declaration_error(cache):
+    with pytest.raises(tensorffi.DeclarationError, match="caf\u00e9") as err:
+        tensorffi.compile("uni", source="int ok(int x) { return x; }\nint caf\u00e9(int x) { return x; }\n", cache=cache)
+    assert (err.value.file, err.value.line) == ("<source>", 2)
+
+
+def test_system_types_behind_pointers_are_opaque(cache):
+    lib = tensorffi.compile("systypes", source="""
+        #include <pthread.h>
+        #include <time.h>
+        int64_t is_null(const pthread_mutex_t *m) { return m == NULL; }
+        int64_t seconds(const struct timespec *t) { return t ? (int64_t)t->tv_sec : -1; }
+    """, cache=cache)
+    assert lib.is_null(None) == 1 and lib.seconds(None) == -1
+    assert lib.declarations.functions["seconds"].params[0].type.text == "const struct timespec *"
+
+
+def test_a_static_helper_named_like_a_declared_function_is_not_a_mismatch(tmp_path, cache):
+    (tmp_path / "a.c").write_text("static double f(double x) { return x; }\ndouble g(double x) { return f(x) + 1; }\n")
+    (tmp_path / "b.c").write_text("#include <stdint.h>\nint64_t f(int64_t x) { return 2 * x; }\n")
+    lib = tensorffi.compile("samename", "int64_t f(int64_t x); double g(double x);",
+                            sources=[tmp_path / "a.c", tmp_path / "b.c"], cache=cache)
+    assert lib.f(21) == 42 and lib.g(1.5) == 2.5
