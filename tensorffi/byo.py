@@ -21,6 +21,21 @@ Both kinds of handle pickle, and carry what defines them (see :class:`_Deferred`
 
 Unpickling opens nothing: the library is opened (or built) on first use, so a
 process that only forwards tasks (a dask scheduler) never loads user code.
+
+Pickle format (``Library.__reduce__`` -> ``_Deferred(opener, state, description)``;
+``state`` is a plain dict, ``v`` = :data:`HANDLE_FORMAT`):
+
+* compile(): ``recipe`` (the call's arguments: name, cdef, header, source,
+  source_name, sources, preamble, include_dirs, libraries, library_dirs,
+  define_macros, extra_compile_args, extra_link_args, depends), ``contracts``,
+  ``returns``, ``cdef`` (the declarations the module was built with, read from the
+  sources if no cdef was given), ``files`` (path -> bytes of every file the compiler
+  read), ``key`` (the module's name, ``_tf_<name>_<hash>``, the hash covering all of
+  the above plus compiler and versions), ``cache`` (the ``cache=`` given, tried
+  first where it is usable), ``portable`` and, if so, ``binary`` (the module);
+* load(): ``path`` (absolute, or a name for the loader's search), ``sha256`` and
+  ``size`` (None for a name), ``cdef``, ``contracts``, ``returns``, and with
+  ``portable=True`` ``data`` (the library's bytes).
 """
 from __future__ import annotations
 
@@ -237,10 +252,12 @@ def _install_library(data: bytes, sha: str) -> Path:
     """A carried library written into this process's cache (by hash), for dlopen."""
     if _sha(data) != sha:
         raise LibraryMismatchError("the library carried by a portable handle is corrupt (hash mismatch)", "", sha, _sha(data))
-    libs = _cache.subdir(_cache.directory(), "libs")
-    path = libs / f"{sha}.so"
+    root = _cache.directory()
+    path = _cache.subdir(root, "libs") / f"{sha}.so"
     if not path.exists() or _file_sha(str(path)) != sha:
         _cache.write_atomic(path, data)
+        _cache.prune(root, keep=str(path))
+    _cache.touch(path)
     return path
 
 

@@ -213,18 +213,27 @@ def clear(path: str | os.PathLike[str] | None = None) -> int:
 
 
 def prune(root: Path, keep: str = "", max_bytes: int | None = None) -> list[str]:
-    """Remove least recently used modules (never ``keep``) until the cache fits
-    ``max_bytes`` (default :func:`limit`); return the removed modules."""
+    """Remove least recently used modules and carried libraries (never ``keep``) until
+    the cache fits ``max_bytes`` (default :func:`limit`); return what was removed."""
     cap = limit() if max_bytes is None else max_bytes
-    modules = _modules(root)
-    total = sum(m["bytes"] for m in modules) + _libs_bytes(root)
+    entries = [(m["last_used"], m["bytes"], m["module"], True) for m in _modules(root)]
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(root / "libs"):
+            with contextlib.suppress(OSError):
+                st = entry.stat()
+                entries.append((st.st_mtime, st.st_size, entry.path, False))
+    total = sum(e[1] for e in entries)
     removed: list[str] = []
-    for m in sorted(modules, key=lambda m: m["last_used"]):
+    for _, size, name, is_module in sorted(entries):
         if total <= cap:
             break
-        if m["module"] == keep:
+        if name == keep:
             continue
-        remove_module(root, m["module"])
-        total -= m["bytes"]
-        removed.append(m["module"])
+        if is_module:
+            remove_module(root, name)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+        total -= size
+        removed.append(name)
     return removed
