@@ -76,7 +76,8 @@ class Recipe:
 class Built:
     path: Path  # the module, in the build folder
     modname: str
-    deps: dict[str, bytes]  # every non-system file the compiler read (original path -> content)
+    deps: dict[str, bytes]  # every file of the user's the compiler read (original path -> content)
+    system: dict[str, list[int]]  # system headers it read: path -> [size, mtime_ns]
     cdef: str  # the declarations the module was built with
     seconds: dict[str, float]
 
@@ -186,13 +187,16 @@ def _read_deps(path: Path, cwd: Path) -> list[str]:
 def build(
     recipe: Recipe,
     workdir: Path,
-    module_name: Callable[[dict[str, bytes]], str],
+    module_name: Callable[[dict[str, bytes], dict[str, list[int]]], str],
     files: Mapping[str, bytes] | None = None,
 ) -> Built:
     """Build ``recipe`` in the empty folder ``workdir``.
 
-    ``module_name(deps)`` names the extension module once the files the compiler
-    reads are known (path -> content), so the name can be a hash of all of them.
+    ``module_name(deps, system)`` names the extension module once the files the
+    compiler reads are known, so the name can be a hash of all of them: ``deps`` are
+    the user's files (path -> content), ``system`` the headers found in the
+    compiler's system directories (path -> [size, mtime_ns]; they are not carried by
+    handles, and an upgraded system header changes its fingerprint).
 
     ``files`` (path -> content) rebuilds from carried text instead of the files at
     those paths: they are written under ``workdir/m`` at their original paths, and
@@ -253,11 +257,11 @@ def build(
     probe = _start(cc + flags + ["-E", "-dM", "-v", "-x", "c", os.devnull], workdir, "predefined macros")
     jobs = []
     for k, (path, _) in enumerate(units):
-        jobs.append(_start(cc + flags + ["-E", "-MMD", "-MF", f"u{k}.d", "-MT", "x", path, "-o", f"u{k}.i"], workdir, path))
+        jobs.append(_start(cc + flags + ["-E", "-MD", "-MF", f"u{k}.d", "-MT", "x", path, "-o", f"u{k}.i"], workdir, path))
     header_job = None
     if recipe.header:
         header_job = _start(
-            cc + flags + ["-E", "-MMD", "-MF", "h.d", "-MT", "x", "-x", "c", here(recipe.header), "-o", "h.i"], workdir, recipe.header
+            cc + flags + ["-E", "-MD", "-MF", "h.d", "-MT", "x", "-x", "c", here(recipe.header), "-o", "h.i"], workdir, recipe.header
         )
     preamble_job = None
     if recipe.preamble is not None:
@@ -265,7 +269,7 @@ def build(
         (workdir / "preamble.c").write_text(recipe.preamble + "\n")
         isystem = [a for p in _python_include() for a in ("-isystem", p)]
         preamble_job = _start(
-            cc + flags + isystem + ["-E", "-MMD", "-MF", "p.d", "-MT", "x", "preamble.c", "-o", "p.i"], workdir, "preamble"
+            cc + flags + isystem + ["-E", "-MD", "-MF", "p.d", "-MT", "x", "preamble.c", "-o", "p.i"], workdir, "preamble"
         )
     failures = []
     rc, out = probe.wait()
@@ -278,18 +282,28 @@ def build(
     if failures:
         raise BuildError(f"compiling {recipe.name} failed:\n" + "\n".join(failures).strip(), "\n".join(failures))
     dep_files = [f"u{k}.d" for k in range(len(units))] + (["h.d"] if header_job else []) + (["p.d"] if preamble_job else [])
+    # the user's files (content) and the system headers (fingerprint) the compiler read
+    user_dirs = {os.path.normpath(here(d)) for d in recipe.include_dirs}
+    system_dirs = [d for d in search if d not in user_dirs] + [os.path.normpath(p) for p in _python_include()]
     deps: dict[str, bytes] = {}
+    system: dict[str, list[int]] = {}
     for d in dep_files:
         for p in _read_deps(workdir / d, workdir):
             if mirror is not None and p.startswith(str(mirror) + "/"):
                 deps[original(p)] = Path(p).read_bytes()
-            elif not p.startswith(str(workdir) + "/"):
+            elif p.startswith(str(workdir) + "/"):
+                continue
+            elif any(p.startswith(sd + "/") for sd in system_dirs):
+                st = os.stat(p)
+                system[p] = [st.st_size, st.st_mtime_ns]
+            else:
                 deps[p] = Path(p).read_bytes()
     for f in recipe.files():
         if f not in deps:
             deps[f] = Path(here(f)).read_bytes()
     deps = dict(sorted(deps.items()))
-    modname = module_name(deps)
+    system = dict(sorted(system.items()))
+    modname = module_name(deps, system)
     timing["preprocess"] = time.perf_counter() - t0
 
     # 2. what each file defines; the cdef
@@ -413,7 +427,7 @@ def build(
     _check_symbols(so, decls, recipe, [n for _, n in units])
     timing["link"] = time.perf_counter() - t0 - timing["preprocess"] - timing["scan"] - timing["compile"]
 
-    return Built(so, modname, deps, cdef, timing)
+    return Built(so, modname, deps, system, cdef, timing)
 
 
 def _search_dirs(verbose_output: str) -> list[str]:

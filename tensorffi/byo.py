@@ -280,8 +280,8 @@ def _recipe_key(recipe: Recipe, files: Mapping[str, bytes]) -> str:
     return _sha(json.dumps(material, sort_keys=True).encode())
 
 
-def _module_name(name: str, recipe_key: str, deps: Mapping[str, bytes]) -> str:
-    digest = _sha(json.dumps([recipe_key, [[p, _sha(d)] for p, d in sorted(deps.items())]]).encode())
+def _module_name(name: str, recipe_key: str, deps: Mapping[str, bytes], system: Mapping[str, list[int]]) -> str:
+    digest = _sha(json.dumps([recipe_key, [[p, _sha(d)] for p, d in sorted(deps.items())], sorted(system.items())]).encode())
     return f"{_cache.MODULE_PREFIX}{name}_{digest[:24]}"
 
 
@@ -455,7 +455,8 @@ def _install_module(root: Path, key: str, state: dict[str, Any]) -> Any:
 
 def _find(root: Path, recipe_key: str, name: str, files: Mapping[str, bytes], from_disk: bool) -> tuple[dict[str, Any], dict[str, bytes]] | None:
     """A module built from this recipe whose recorded files all still have the same
-    content (read from disk, or from ``files`` for a carried handle)."""
+    content (read from disk, or from ``files`` for a carried handle), and whose
+    system headers still have the same size and mtime here."""
     index = _cache.read_json(root / "recipes" / f"{name}-{recipe_key[:24]}.json")
     if not index:
         return None
@@ -476,8 +477,17 @@ def _find(root: Path, recipe_key: str, name: str, files: Mapping[str, bytes], fr
                 break
             deps[path] = data
         else:
-            return manifest, deps
+            if all(_same_stat(path, size, mtime) for path, size, mtime in manifest.get("system", ())):
+                return manifest, deps
     return None
+
+
+def _same_stat(path: str, size: int, mtime_ns: int) -> bool:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return st.st_size == size and st.st_mtime_ns == mtime_ns
 
 
 def _obtain(recipe: Recipe, files: Mapping[str, bytes], root: Path, *, from_disk: bool, verbose: bool) -> tuple[Any, dict[str, Any], dict[str, bytes]]:
@@ -519,7 +529,7 @@ def _build_into(root: Path, recipe: Recipe, recipe_key: str, files: Mapping[str,
     t0 = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="tmp.", dir=root))
     try:
-        built = build(recipe, work, lambda deps: _module_name(recipe.name, recipe_key, deps), files)
+        built = build(recipe, work, lambda deps, system: _module_name(recipe.name, recipe_key, deps, system), files)
         key = built.modname
         so = root / (key + ".so")
         os.replace(built.path, so)
@@ -529,6 +539,7 @@ def _build_into(root: Path, recipe: Recipe, recipe_key: str, files: Mapping[str,
             recipe=recipe_key,
             cdef=built.cdef,
             deps=[[p, _sha(d)] for p, d in built.deps.items()],
+            system=[[p, *f] for p, f in built.system.items()],
             created=time.time(),
             bytes=so.stat().st_size,
             tensorffi=__version__,

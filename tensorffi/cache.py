@@ -15,8 +15,9 @@ code this process will load.
 Layout (one flat folder, so listing and pruning stay simple)::
 
     _tf_<name>_<key>.so     a built module; <key> hashes everything that defines it
-    _tf_<name>_<key>.json   its manifest: name, recipe, the files the compiler read
-                            (path + sha256), the cdef, size; its mtime is the last use
+    _tf_<name>_<key>.json   its manifest: name, recipe, the user's files the compiler
+                            read (path + sha256), the system headers it read (path,
+                            size, mtime), the cdef, size; its mtime is the last use
     recipes/<name>-<recipe>.json   the module keys built from one recipe, newest first
                             (a recipe is the call's own content; the files it
                             includes pick the module among them)

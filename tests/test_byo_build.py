@@ -332,3 +332,20 @@ def test_a_static_helper_named_like_a_declared_function_is_not_a_mismatch(tmp_pa
     lib = tensorffi.compile("samename", "int64_t f(int64_t x); double g(double x);",
                             sources=[tmp_path / "a.c", tmp_path / "b.c"], cache=cache)
     assert lib.f(21) == 42 and lib.g(1.5) == 2.5
+
+
+def test_a_changed_system_header_rebuilds(tmp_path, cache):
+    """Headers in the compiler's system directories (here one given with -isystem, as
+    an installed SDK would be) are fingerprinted by size and mtime, not carried."""
+    sysdir = tmp_path / "sdk"
+    sysdir.mkdir()
+    (sysdir / "sdk.h").write_text("#define SDK_VERSION 1\n")
+    src = tmp_path / "v.c"
+    src.write_text("#include <sdk.h>\nint version(void) { return SDK_VERSION; }\n")
+    build = lambda: tensorffi.compile("sysdep", sources=[src], extra_compile_args=["-O2", f"-isystem{sysdir}"], cache=cache)
+    assert build().version() == 1
+    manifest = next(json.loads(p.read_text()) for p in cache.glob("_tf_sysdep_*.json"))
+    assert str(sysdir / "sdk.h") in [s[0] for s in manifest["system"]]
+    assert str(sysdir / "sdk.h") not in [d[0] for d in manifest["deps"]]
+    (sysdir / "sdk.h").write_text("#define SDK_VERSION 22\n")
+    assert build().version() == 22
