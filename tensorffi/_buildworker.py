@@ -379,7 +379,7 @@ def build(
     shims = [shim_declarations(d) for d in shim_decls]
     if recipe.preamble is not None:
         preamble = recipe.preamble
-    elif recipe.header and recipe.cdef is None:
+    elif recipe.header:  # the wrapper is compiled against the real header (a cdef that disagrees fails)
         preamble = f'#include "{here(recipe.header)}"'
     elif derived_preamble is not None:
         preamble = derived_preamble

@@ -315,8 +315,8 @@ def compile(
     Declarations: without ``cdef``, the functions your files define with external
     linkage (not ``static``; not from system headers) are bound, with the types they
     need, read from the preprocessed sources — write the C once. With ``header=``,
-    the functions that header declares are bound (and the generated wrapper includes
-    it). An explicit ``cdef`` wins; either way every file is compiled against the
+    the functions that header declares are bound, and the generated wrapper includes
+    it (also with a cdef). An explicit ``cdef`` wins; either way every file is compiled against the
     declarations, so a definition that disagrees with them (``float *`` declared,
     ``double *`` defined) is a :class:`~tensorffi.BuildError`, and so is a declared
     function no file defines. ``preamble`` is the C the wrapper sees before calling
@@ -408,7 +408,7 @@ def _open_compiled(state: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, An
     module = _loaded.get(key)
     if module is None:
         roots = []
-        if state.get("cache"):
+        if state.get("cache") and os.path.isdir(state["cache"]):  # never created where it is not
             with contextlib.suppress(BuildError, OSError):
                 roots.append(_cache.directory(state["cache"]))
         with contextlib.suppress(BuildError):

@@ -211,3 +211,14 @@ def test_a_portable_load_handle_carries_the_library(tmp_path, built_so):
 def test_a_library_found_by_name_reopens_by_name(tmp_path):
     m = pickle.loads(pickle.dumps(tensorffi.load("libm.so.6", "double cbrt(double x);")))
     assert m.cbrt(27.0) == pytest.approx(3.0, rel=1e-15)
+
+
+def test_a_cache_hint_that_does_not_exist_is_not_created(tmp_path):
+    hint = tmp_path / "gone" / "cache"
+    lib = tensorffi.compile("hint", CDEF, source=V1, cache=hint)
+    blob = pickle.dumps(lib)
+    import shutil
+
+    shutil.rmtree(tmp_path / "gone")
+    assert run_elsewhere(tmp_path, pickle.loads(blob))["result"] == EXPECTED_V1
+    assert not (tmp_path / "gone").exists() and len(_so(tmp_path / "worker-cache")) == 1
