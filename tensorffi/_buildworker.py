@@ -39,7 +39,7 @@ from typing import Any, Callable, Mapping
 
 from ._decl import Declarations, Statement, parse_declarations, scan, system_includes
 from .errors import BuildError, DeclarationError
-from .library import SHIM_PREFIX, has_array_params
+from ._shims import abi_shim_cdef, has_array_params, shim_declarations
 
 
 @dataclass
@@ -582,33 +582,4 @@ def _check_symbols(so: Path, decls: Declarations, recipe: Recipe, units: list[st
         raise BuildError(f"the module built for {recipe.name} cannot be loaded: {exc}") from None
 
 
-# --------------------------------------------------------------------------- #
-# Shims: array pointers passed as intptr_t                                     #
-# --------------------------------------------------------------------------- #
-
-
-def _shim_param(p: Any, i: int) -> tuple[str, str]:
-    """(declaration in the shim, expression passed to the real function)."""
-    arg = f"a{i}"
-    if p.type.shimmable:
-        return f"intptr_t {arg}", f"({p.type.text}){arg}"
-    return p.decl.replace("__TF_NAME__", arg), arg
-
-
-def shim_declarations(decl: Any) -> tuple[str, str]:
-    """(cdef line, C definition) of the intptr_t shim of one function."""
-    params = [_shim_param(p, i) for i, p in enumerate(decl.params)]
-    plist = ", ".join(d for d, _ in params) or "void"
-    call = f"{decl.name}({', '.join(e for _, e in params)})"
-    result = decl.result.text
-    head = f"{result} {SHIM_PREFIX}{decl.name}({plist})"
-    body = f"{{ {call}; }}" if result == "void" else f"{{ return {call}; }}"
-    return head + ";", "static " + head + " " + body
-
-
-def abi_shim_cdef(decl: Any) -> str:
-    params = [_shim_param(p, i)[0] for i, p in enumerate(decl.params)]
-    return f"{decl.result.text} {decl.name}({', '.join(params) or 'void'});"
-
-
-__all__ = ["Recipe", "Built", "build", "compiler", "compiler_identity", "shim_declarations", "abi_shim_cdef"]
+__all__ = ["Recipe", "Built", "build", "compiler", "compiler_identity"]

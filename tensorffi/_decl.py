@@ -15,7 +15,14 @@ from typing import Callable
 
 from pycparser import c_ast, c_generator, c_parser
 
-from .errors import DeclarationError
+try:
+    from .errors import DeclarationError
+except ImportError:  # loaded on its own by build_ffi.py, before the package is built
+
+    class DeclarationError(ValueError):  # type: ignore[no-redef]
+        def __init__(self, message: str, *, file: str = "<cdef>", line: int = 0, column: int = 0, text: str = "") -> None:
+            super().__init__(message)
+            self.file, self.line, self.column, self.text = file, line, column, text
 
 # Types cffi knows without a declaration; pycparser needs them spelled out. The
 # typedef targets only matter for classification (see ELEMENT_DTYPES).

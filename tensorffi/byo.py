@@ -56,11 +56,12 @@ from typing import Any, Callable, Mapping, Sequence
 import cffi
 
 from . import cache as _cache
-from ._buildworker import Recipe, abi_shim_cdef, build, compiler_identity
+from ._buildworker import Recipe, build, compiler_identity
 from ._decl import parse_declarations
+from ._shims import SHIM_PREFIX, abi_shim_cdef, has_array_params
 from ._version import __version__
 from .errors import BuildError, LibraryMismatchError
-from .library import SHIM_PREFIX, Library, has_array_params
+from .library import Library, check_contracts
 
 # Bumped whenever the way modules are generated changes (part of every cache key).
 BUILD_FORMAT = 2
@@ -174,6 +175,7 @@ def load(
     >>> m.ldexp(1.5, 10)
     1536.0
     """
+    check_contracts(contracts)
     path = os.fspath(library)
     decls = parse_declarations(cdef)
     state: dict[str, Any] = dict(
@@ -345,6 +347,7 @@ def compile(
     """
     if not (isinstance(name, str) and name.isidentifier() and name.isascii()):
         raise BuildError(f"module name must be an ASCII Python identifier, got {name!r}")
+    check_contracts(contracts)
     if cdef is None and source is None and not sources and header is None:
         raise BuildError("compile() needs C to build: sources=[...], source='...', or header=")
     if cdef is not None:
@@ -392,7 +395,7 @@ def _library_args(module: Any, cdef: str, state: dict[str, Any]) -> tuple[tuple[
     raw = module.lib
     name = state["recipe"]["name"]
     return (module.ffi, raw, parse_declarations(cdef), state["contracts"]), dict(
-        shim_lookup=lambda fname: getattr(raw, SHIM_PREFIX + fname),
+        shim_lookup=lambda fname: getattr(raw, SHIM_PREFIX + fname, None),
         default_returns=state["returns"],
         reopen=(_deferred, (_open_compiled, state, f"compile({name!r})"), {}),
         description=f"compile({name!r})",
