@@ -321,7 +321,7 @@ def test_system_types_behind_pointers_are_opaque(cache):
         #include <time.h>
         int64_t is_null(const pthread_mutex_t *m) { return m == NULL; }
         int64_t seconds(const struct timespec *t) { return t ? (int64_t)t->tv_sec : -1; }
-    """, cache=cache)
+    """, contracts={"is_null": "m: ?", "seconds": "t: ?"}, cache=cache)
     assert lib.is_null(None) == 1 and lib.seconds(None) == -1
     assert lib.declarations.functions["seconds"].params[0].type.text == "const struct timespec *"
 
