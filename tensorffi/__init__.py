@@ -9,7 +9,7 @@
 """
 from __future__ import annotations
 
-from . import core, errors, io, ops, physics, signal
+from . import cache, core, errors, io, ops, physics, signal
 from ._version import __version__
 from .bridge import Struct, strided
 from .handles import Handle, buffer
@@ -23,10 +23,12 @@ from .errors import (
     BuildError,
     CancelledError,
     ContractError,
+    DeclarationError,
     DeviceError,
     HandleClosedError,
     DTypeError,
     LayoutError,
+    LibraryMismatchError,
     NativeError,
     ParseError,
     ShapeError,
@@ -49,6 +51,7 @@ __all__ = [
     "load",
     "compile",
     "cache_dir",
+    "cache",
     "Library",
     "Struct",
     "strided",
@@ -66,7 +69,9 @@ __all__ = [
     "ShapeError",
     "ArgumentOverflowError",
     "ContractError",
+    "DeclarationError",
     "BuildError",
+    "LibraryMismatchError",
     "NativeError",
     "CancelledError",
     "ParseError",

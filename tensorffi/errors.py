@@ -53,8 +53,38 @@ class ContractError(TensorFFIError, ValueError):
     """A contract string is malformed or does not match the C declaration."""
 
 
+class DeclarationError(ContractError):
+    """A C declaration (a cdef, a header, a source file) cannot be read.
+
+    ``file``, ``line`` and ``column`` (1-based) locate the problem in the user's own
+    text (``"<cdef>"`` for a cdef string); ``text`` is that line.
+    """
+
+    def __init__(self, message: str, *, file: str = "<cdef>", line: int = 0, column: int = 0, text: str = "") -> None:
+        super().__init__(message)
+        self.file = file
+        self.line = line
+        self.column = column
+        self.text = text
+
+
 class BuildError(TensorFFIError, RuntimeError):
-    """Compiling or loading user C code failed (the compiler output is attached)."""
+    """Compiling or loading user C code failed. ``output`` is the compiler's output, if any."""
+
+    def __init__(self, message: str, output: str = "") -> None:
+        super().__init__(message)
+        self.output = output
+
+
+class LibraryMismatchError(BuildError):
+    """A library handle was re-opened where its library is missing or differs from the
+    one it was made from (``path``; ``expected`` and ``found`` are content hashes)."""
+
+    def __init__(self, message: str, path: str = "", expected: str = "", found: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+        self.expected = expected
+        self.found = found
 
 
 class NativeError(TensorFFIError, RuntimeError):
