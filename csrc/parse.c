@@ -526,12 +526,21 @@ out:;
 
 static const double tf_p10_f64[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                       1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-static const float tf_p10_f32[11] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f, 1e6f, 1e7f, 1e8f, 1e9f, 1e10f};
 
 static inline double tf_bits_f64(uint64_t b) {
     double d;
     memcpy(&d, &b, 8);
     return d;
+}
+static inline uint64_t tf_f64_bits(double d) {
+    uint64_t b;
+    memcpy(&b, &d, 8);
+    return b;
+}
+static inline uint32_t tf_f32_bits(float f) {
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return b;
 }
 static inline float tf_bits_f32(uint32_t b) {
     float f;
@@ -545,7 +554,7 @@ static inline __attribute__((always_inline)) int tf_f64_simple(uint64_t w, int64
     if (q >= -22 && q <= 22 && w <= ((uint64_t)1 << 53)) {
         double d = (double)w; /* exact, and so is 10^|q|: one rounding */
         d = q < 0 ? d / tf_p10_f64[-q] : d * tf_p10_f64[q];
-        *out = neg ? -d : d;
+        *out = tf_bits_f64(tf_f64_bits(d) | ((uint64_t)neg << 63)); /* no branch on the sign */
         return 1;
     }
     tf_am a = TF_EL64(q, w);
@@ -554,13 +563,21 @@ static inline __attribute__((always_inline)) int tf_f64_simple(uint64_t w, int64
     return 1;
 }
 
-/* The same for float32, computed in float32's own format (never through float64). */
+/* The same for float32, rounded once. When w and 10^|q| are exact doubles, d = w * 10^q
+ * rounded to float64 is the float64 nearest to the value x; rounding d to float32 then
+ * gives the float32 nearest to x unless d is exactly a float32 midpoint (every float32
+ * and every float32 midpoint is a float64, and rounding to float64 is monotonic, so x
+ * and d lie between the same two midpoints). d stays far inside float32's normal range
+ * here (1e-22 <= |d| <= 2^53 * 1e22), so the midpoint test is one mask of d's bits.
+ * Midpoints (and larger exponents) go to Eisel-Lemire in float32's own format. */
 static inline __attribute__((always_inline)) int tf_f32_simple(uint64_t w, int64_t q, int neg, float *out) {
-    if (q >= -10 && q <= 10 && w <= ((uint64_t)1 << 24)) {
-        float f = (float)w; /* exact; x86-64 evaluates float arithmetic in float */
-        f = q < 0 ? f / tf_p10_f32[-q] : f * tf_p10_f32[q];
-        *out = neg ? -f : f;
-        return 1;
+    if (q >= -22 && q <= 22 && w <= ((uint64_t)1 << 53)) {
+        double d = (double)w;
+        d = q < 0 ? d / tf_p10_f64[-q] : d * tf_p10_f64[q];
+        if (__builtin_expect((tf_f64_bits(d) & 0x1FFFFFFFull) != 0x10000000ull, 1)) {
+            *out = tf_bits_f32(tf_f32_bits((float)d) | ((uint32_t)neg << 31));
+            return 1;
+        }
     }
     tf_am a = TF_EL32(q, w);
     if (__builtin_expect(a.p2 < 0, 0)) return 0;
@@ -661,8 +678,26 @@ __attribute__((noinline, cold)) static tf_val tf_value_cold(const uint8_t *tok, 
     return v;
 }
 
+/* The explicit exponent at s (just past the 'e'): returns its end or NULL. */
+static inline const uint8_t *tf_scan_exponent(const uint8_t *s, const uint8_t *end, int64_t *e_out) {
+    int eneg = 0;
+    if (s < end && (*s == '-' || *s == '+')) {
+        eneg = *s == '-';
+        s++;
+    }
+    if (s >= end || !tf_is_digit(*s)) return NULL;
+    int64_t e = 0;
+    while (s < end && tf_is_digit(*s)) {
+        if (e < TF_EXP_SAT) e = e * 10 + (*s - '0');
+        s++;
+    }
+    *e_out = eneg ? -e : e;
+    return s;
+}
+
 /* The hot scan: like tf_scan_number, but keeps only w, q and the sign (in registers).
- * *simple is 0 for inputs the cold path must handle (more than 19 digits, inf, nan). */
+ * *simple is 0 for inputs the cold path must handle (more than 19 digits, inf, nan).
+ * tf_field_avx2 reads the common fields faster where the CPU has AVX2. */
 static inline __attribute__((always_inline)) const uint8_t *tf_scan_fast(const uint8_t *p, const uint8_t *end,
                                                                        uint64_t *w_out, int64_t *q_out, int *neg_out,
                                                                        int *simple) {
@@ -677,7 +712,7 @@ static inline __attribute__((always_inline)) const uint8_t *tf_scan_fast(const u
     /* Integer parts are usually short: a byte loop beats the eight-byte trick there. */
     while (p < end && tf_is_digit(*p) && p - ib < 8) w = w * 10 + (uint64_t)(*p++ - '0');
     if (p - ib == 8) p = tf_scan_digits(p, end, &w);
-    int64_t nd = p - ib, fl = 0;
+    int64_t nd = p - ib, fl = 0, e = 0;
     if (p < end && *p == '.') {
         const uint8_t *fb = ++p;
         p = tf_scan_digits(p, end, &w);
@@ -689,27 +724,116 @@ static inline __attribute__((always_inline)) const uint8_t *tf_scan_fast(const u
         *simple = 0;
         return tf_scan_special(ib, end, &special);
     }
-    int64_t e = 0;
     if (p < end && (*p | 0x20) == 'e') {
-        const uint8_t *s = p + 1;
-        int eneg = 0;
-        if (s < end && (*s == '-' || *s == '+')) {
-            eneg = *s == '-';
-            s++;
-        }
-        if (s >= end || !tf_is_digit(*s)) return NULL;
-        while (s < end && tf_is_digit(*s)) {
-            if (e < TF_EXP_SAT) e = e * 10 + (*s - '0');
-            s++;
-        }
-        e = eneg ? -e : e;
-        p = s;
+        p = tf_scan_exponent(p + 1, end, &e);
+        if (!p) return NULL;
     }
     *simple = nd <= 19;
     *w_out = w;
     *q_out = e - fl;
     *neg_out = neg;
     return p;
+}
+
+#if TF_X86
+#define TF_TARGET_AVX2 __attribute__((target("avx2,bmi,bmi2,popcnt")))
+
+/* The common field, for CPUs with AVX2 (and BMI): [sign] digits [. digits] [exponent]
+ * followed by the delimiter, "\n" or "\r\n". One 32-byte load classifies the field's
+ * bytes; its length is the first byte that is neither a digit nor a '.' (nor a
+ * leading sign), so the next field's address depends on one load and a few vector
+ * operations, and the conversion of this one overlaps with the next. No branch
+ * depends on how many digits a number has (real data mixes lengths from value to
+ * value, and each misprediction costs more than a conversion): one shuffle removes the
+ * '.' and right-aligns up to 24 digit positions, and a multiply-add chain turns them
+ * into three eight-digit groups. Sets *w, *q, *neg and *nl (the field ended its line)
+ * and returns the next field's start; NULL sends the field to the general path (any
+ * other shape, more than 19 digits, or within 64 bytes of the end of the input). */
+static inline __attribute__((always_inline)) TF_TARGET_AVX2 const uint8_t *
+tf_field_avx2(const uint8_t *p, const uint8_t *end, const uint8_t delim, uint64_t *w_out, int64_t *q_out,
+              int *neg_out, int *nl_out) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)p);
+    const __m256i t = _mm256_sub_epi8(v, _mm256_set1_epi8('0')); /* digit values, where digits */
+    const __m256i isdig = _mm256_cmpeq_epi8(_mm256_min_epu8(t, _mm256_set1_epi8(9)), t);
+    const uint64_t dm = (uint32_t)_mm256_movemask_epi8(isdig);
+    const uint64_t dotm = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('.')));
+    const uint8_t c0 = *p;
+    const unsigned minus = c0 == '-', s = minus | (c0 == '+');
+    const unsigned len = (unsigned)_tzcnt_u64(~(dm | dotm | s)); /* 0..32 */
+    const unsigned il = (unsigned)_tzcnt_u64(~(dm >> s));          /* integer digits */
+    const unsigned dot = (unsigned)(dotm >> (s + il)) & 1;
+    const unsigned fl = len - s - il - dot; /* fraction digits, if [s + il + dot, len) are digits */
+    const unsigned nd = il + fl;
+    /* Exactly one shape is accepted: at most one '.' and only digits after it. */
+    if (__builtin_expect(len >= 32 || nd == 0 || nd > 19 || _mm_popcnt_u64(dotm & ((1ull << len) - 1)) > dot, 0))
+        return NULL;
+    const uint8_t *next, *x = p + len;
+    int64_t e = 0;
+    if (__builtin_expect(*x == delim, 1)) {
+        next = x + 1;
+        *nl_out = 0;
+    } else {
+        if ((*x | 0x20) == 'e') {
+            x = tf_scan_exponent(x + 1, end, &e);
+            if (!x) return NULL;
+        }
+        if (x < end && *x == delim) {
+            next = x + 1;
+            *nl_out = 0;
+        } else if (x < end && *x == '\n') {
+            next = x + 1;
+            *nl_out = 1;
+        } else if (x < end && *x == '\r' && x + 1 < end && x[1] == '\n') {
+            next = x + 2;
+            *nl_out = 1;
+        } else {
+            return NULL;
+        }
+    }
+    /* Output lane j (0..31) takes digit k = j - (32 - nd) of the number (k < 0: none),
+     * found at byte s + k (integer part) or s + k + 1 (past the '.'). */
+    const __m256i iota = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,
+                                          21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
+    const __m256i k = _mm256_add_epi8(iota, _mm256_set1_epi8((char)((int)nd - 32)));
+    __m256i src = _mm256_sub_epi8(_mm256_add_epi8(k, _mm256_set1_epi8((char)s)),
+                                  _mm256_cmpgt_epi8(k, _mm256_set1_epi8((char)((int)il - 1))));
+    src = _mm256_or_si256(src, _mm256_cmpgt_epi8(_mm256_setzero_si256(), k)); /* k < 0: zero */
+    /* src in 0..15 comes from t's low half, 16..31 from its high half (pshufb stays
+     * within 128-bit lanes: shuffle both halves, broadcast to both lanes, and pick). */
+    const __m256i tlo = _mm256_permute2x128_si256(t, t, 0x00), thi = _mm256_permute2x128_si256(t, t, 0x11);
+    const __m256i dig = _mm256_blendv_epi8(_mm256_shuffle_epi8(tlo, src),
+                                           _mm256_shuffle_epi8(thi, _mm256_sub_epi8(src, _mm256_set1_epi8(16))),
+                                           _mm256_cmpgt_epi8(src, _mm256_set1_epi8(15)));
+    /* 32 one-digit lanes -> 16 two-digit -> 8 four-digit -> eight-digit groups:
+     * 32-bit element 1 holds digits 8-15, elements 4 and 5 digits 16-23 and 24-31
+     * (digits 0-7 are zero: nd <= 19). */
+    const __m256i d2 = _mm256_maddubs_epi16(dig, _mm256_set1_epi16(0x010A));
+    const __m256i d4 = _mm256_madd_epi16(d2, _mm256_set1_epi32(0x00010064));
+    const __m256i d8 = _mm256_madd_epi16(_mm256_packus_epi32(d4, d4), _mm256_set1_epi32(0x00012710));
+    const uint64_t g0 = (uint32_t)_mm256_extract_epi32(d8, 1);
+    const uint64_t g1 = (uint32_t)_mm256_extract_epi32(d8, 4), g2 = (uint32_t)_mm256_extract_epi32(d8, 5);
+    *w_out = (g0 * 100000000u + g1) * 100000000u + g2;
+    *q_out = e - (int64_t)fl;
+    *neg_out = (int)minus;
+    return next;
+}
+#endif
+
+/* w * 10^q (w exact, at most 19 digits) converted to type dt, rounded once; 0 if the
+ * cold path must decide (a float16/bfloat16 tie, or what Eisel-Lemire cannot). */
+static inline __attribute__((always_inline)) int tf_convert_simple(uint64_t w, int64_t q, int neg, const int dt,
+                                                                  tf_val *v) {
+    switch (dt) {
+    case TF_DT_F32: return tf_f32_simple(w, q, neg, &v->f);
+    case TF_DT_F64: return tf_f64_simple(w, q, neg, &v->d);
+    default: {
+        double d;
+        int tie;
+        if (!tf_f64_simple(w, q, neg, &d)) return 0;
+        v->h = dt == TF_DT_F16 ? tf_narrow(d, 10, 5, &tie) : tf_narrow(d, 7, 8, &tie);
+        return !tie;
+    }
+    }
 }
 
 /* Parse the number at p into *v; returns its end, or NULL if p does not start one. */
@@ -720,25 +844,7 @@ static inline __attribute__((always_inline)) const uint8_t *tf_value_hot(const u
     int neg, simple;
     const uint8_t *e = tf_scan_fast(p, end, &w, &q, &neg, &simple);
     if (__builtin_expect(e == NULL, 0)) return NULL;
-    if (__builtin_expect(simple, 1)) {
-        int tie;
-        switch (dt) {
-        case TF_DT_F32:
-            if (tf_f32_simple(w, q, neg, &v->f)) return e;
-            break;
-        case TF_DT_F64:
-            if (tf_f64_simple(w, q, neg, &v->d)) return e;
-            break;
-        default: {
-            double d;
-            if (tf_f64_simple(w, q, neg, &d)) {
-                v->h = dt == TF_DT_F16 ? tf_narrow(d, 10, 5, &tie) : tf_narrow(d, 7, 8, &tie);
-                if (!tie) return e;
-            }
-            break;
-        }
-        }
-    }
+    if (__builtin_expect(simple, 1) && tf_convert_simple(w, q, neg, dt, v)) return e;
     *v = tf_value_cold(p, end, dt); /* by value: v stays in a register on the hot path */
     return e;
 }
@@ -1626,122 +1732,16 @@ __attribute__((noinline, cold)) static const uint8_t *tf_trailing_comment(const 
     return e < sx->end ? tf_after_eol(sx, e) : e;
 }
 
-#define TF_BLANK(c) (((c) == ' ' || (c) == '\t') && (c) != delim)
-
-/* Parse the rows of one chunk. Returns 0, or -1 with *err filled. */
-static inline __attribute__((always_inline)) int tf_fill_chunk(tf_runner *r, const tf_fill_ctx *fc, int64_t u,
-                                                              int is_caller, const int dt, tf_perr *err) {
-    const tf_syntax *sx = &fc->sx;
-    const uint8_t *const E = sx->end;
-    const int64_t *ch = fc->chunks + 4 * u;
-    const uint8_t *const chunk_start = sx->data + ch[0];
-    const uint8_t *p = chunk_start;
-    const int64_t rows = ch[2], row0 = ch[3], ncols_in = fc->ncols_in, cols = fc->cols;
-    const int64_t *const colmap = fc->colmap;
-    const int delim = sx->delim, comment = sx->comment;
-    void *const out = fc->out;
-    const tf_val missing = fc->missing;
-    const uint8_t *last_report = p;
-    for (int64_t ri = 0; ri < rows; ri++) {
-        if ((ri & 1023) == 1023) {
-            if (tf_runner_stopped(r, u)) return 0;
-            if (is_caller && p - last_report > (1 << 20)) {
-                tf_runner_report(r, p - chunk_start, 0);
-                last_report = p;
-            }
-        }
-        /* blank and comment lines before the record (usually none) */
-        if (__builtin_expect(p >= E || TF_BLANK(*p) || *p == '\n' || *p == '\r' || *p == comment, 0)) {
-            const uint8_t *q;
-            int k;
-            while ((k = tf_noise_line(sx, p, &q, err)) == 1) p = q;
-            if (k != 0) return k < 0 ? -1 : tf_fail(err, TF_PE_INTERNAL, sx, p, p, p, 0, 0);
-            p = q;
-        }
-        const uint8_t *const rec = p;
-        const int64_t base = (row0 + ri) * cols;
-        int64_t j = 0;
-        for (;;) { /* one field */
-            while (p < E && TF_BLANK(*p)) p++;
-            if (__builtin_expect(j >= ncols_in, 0))
-                return tf_fail_fields(sx, rec, tf_count_fields(sx, p, j), ncols_in, err);
-            const int64_t col = colmap[j];
-            if (__builtin_expect(col < 0 || (p < E && *p == '"'), 0)) {
-                p = tf_fill_field_slow(fc, p, j, col, base + col, dt, err);
-                if (!p) return -1;
-            } else {
-                tf_val v;
-                const uint8_t *e = tf_value_hot(p, E, dt, &v);
-                if (__builtin_expect(e != NULL, 1)) {
-                    p = e;
-                    if (__builtin_expect(p < E && *p == delim, 1)) { /* the common case */
-                        tf_store(out, base + col, dt, v);
-                        p++;
-                        j++;
-                        continue;
-                    }
-                    while (p < E && TF_BLANK(*p)) p++;
-                } else if (p == E || *p == delim || *p == '\n' || *p == '\r' || *p == comment) {
-                    v = missing;
-                } else {
-                    return tf_fail_field(sx, p, j, err);
-                }
-                tf_store(out, base + col, dt, v);
-            }
-            j++;
-            if (__builtin_expect(p == E, 0)) break;
-            const uint8_t c = *p;
-            if (__builtin_expect(c == delim, 1)) {
-                p++;
-                continue;
-            }
-            if (c == '\n') {
-                p++;
-                break;
-            }
-            if (c == '\r') {
-                p = tf_after_eol(sx, p);
-                break;
-            }
-            if (c == comment) {
-                p = tf_trailing_comment(sx, p, err);
-                if (!p) return -1;
-                break;
-            }
-            /* text after a number: back to the start of the field for the message */
-            const uint8_t *fs = p;
-            while (fs > rec && fs[-1] != delim) fs--;
-            while (fs < p && TF_BLANK(*fs)) fs++;
-            return tf_fail_field(sx, fs, j - 1, err);
-        }
-        if (__builtin_expect(j != ncols_in, 0)) return tf_fail_fields(sx, rec, j, ncols_in, err);
-    }
-    if (ch[1] < 0) return 0; /* max_rows reached in this chunk */
-    /* Blank and comment lines up to the next chunk belong to this one. */
-    const uint8_t *chunk_end = sx->data + ch[1];
-    while (p < chunk_end) {
-        const uint8_t *q;
-        int k = tf_noise_line(sx, p, &q, err);
-        if (k < 0) return -1;
-        if (k != 1) break;
-        p = q;
-    }
-    if (p != chunk_end) return tf_fail(err, TF_PE_INTERNAL, sx, p, p, p, 0, 0);
-    return 0;
-}
-
-#define TF_FILL_WORK(name, dt)                                                                        \
-    static void name(tf_runner *r, int64_t u, int is_caller) {                                        \
-        tf_fill_ctx *fc = (tf_fill_ctx *)r->ctx;                                                      \
-        const int64_t *ch = fc->chunks + 4 * u;                                                       \
-        if (tf_fill_chunk(r, fc, u, is_caller, dt, &fc->errs[u]) != 0) tf_runner_lower_stop(r, u);   \
-        int64_t bytes = (ch[1] >= 0 ? ch[1] : ch[0]) - ch[0];                                         \
-        __atomic_fetch_add(&r->done_bytes, bytes > 0 ? bytes : 0, __ATOMIC_RELAXED);                  \
-    }
-TF_FILL_WORK(tf_fill_work_f32, TF_DT_F32)
-TF_FILL_WORK(tf_fill_work_f64, TF_DT_F64)
-TF_FILL_WORK(tf_fill_work_f16, TF_DT_F16)
-TF_FILL_WORK(tf_fill_work_bf16, TF_DT_BF16)
+/* The field loop, compiled once per SIMD level (parse_fill.h). */
+#define TF_FILL_SFX base
+#define TF_FILL_TARGET
+#include "parse_fill.h"
+#if TF_X86
+#define TF_FILL_SFX avx2
+#define TF_FILL_TARGET TF_TARGET_AVX2
+#define TF_FILL_FIELD tf_field_avx2
+#include "parse_fill.h"
+#endif
 
 static int tf_fill(const char *fname, int dt, const uint8_t *data, int64_t n, int delimiter, int comment,
                    const int64_t *chunks, int64_t nchunks, const int64_t *colmap, int64_t ncols_in, void *out,
@@ -1790,10 +1790,15 @@ static int tf_fill(const char *fname, int dt, const uint8_t *data, int64_t n, in
     if (!fc.errs) return tf_error(TF_ENOMEM, "%s: out of memory for %lld chunks", fname, (long long)nchunks);
     tf_runner r;
     tf_runner_init(&r, nchunks, total, fn, handle);
-    r.work = dt == TF_DT_F32   ? tf_fill_work_f32
-             : dt == TF_DT_F64 ? tf_fill_work_f64
-             : dt == TF_DT_F16 ? tf_fill_work_f16
-                               : tf_fill_work_bf16;
+    static void (*const works[2][4])(tf_runner *, int64_t, int) = {
+        {tf_fill_work_f32_base, tf_fill_work_f64_base, tf_fill_work_f16_base, tf_fill_work_bf16_base},
+#if TF_X86
+        {tf_fill_work_f32_avx2, tf_fill_work_f64_avx2, tf_fill_work_f16_avx2, tf_fill_work_bf16_avx2},
+#else
+        {tf_fill_work_f32_base, tf_fill_work_f64_base, tf_fill_work_f16_base, tf_fill_work_bf16_base},
+#endif
+    };
+    r.work = works[fc.sx.simd >= TF_SIMD_AVX2][dt];
     r.ctx = &fc;
     tf_runner_run(&r, nthreads);
     int64_t bad = __atomic_load_n(&r.stop_after, __ATOMIC_RELAXED);

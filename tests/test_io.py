@@ -461,6 +461,91 @@ def test_grammar_accepts_every_documented_form():
     assert out == [float(s) for s in texts]
 
 
+def simd_levels() -> list[str]:
+    """The SIMD caps this CPU can run (TENSORFFI_SIMD values), lowest first."""
+    best = int(tensorffi.core.lib.tf_simd_level())
+    return ["scalar", "avx2", "avx512"][: best + 1]
+
+
+SIMD_NAMES = {0: "scalar", 1: "avx2", 2: "avx512"}
+
+#: Fields read by the vector reader of common numbers or sent back to the general path:
+#: every documented form, with every terminator, and the lengths around its limits.
+VALID_FIELDS = [
+    "5", "-5", "+5", ".5", "5.", "-.5", "+5.", "5.5", "1e5", "1E5", "1e+05", "1E-5", "-1.5e-3", "00012", "0.000",
+    "-0", "-0.0", "+0e7", "123456789012345678", "1234567890123456789", "12345678901234567890",
+    "0.0029582824192359793", "-0.00000000000000000000000000001", "1" * 31, "1." + "2" * 29, "-1." + "2" * 28,
+    "9" * 19 + ".5", "0." + "0" * 28 + "1", "3.4028236e38", "1e-45", "4.9e-324", "2.2250738585072011e-308",
+    "1.7976931348623157e308", "1.8e308", "1e-400", "12345678901234567890123456789012.5", "0.1e99999999999999999999", "inf", "-nan", "1e0001",
+]
+BAD_FIELDS = ["1e", "1e+", "1e-", ".", "-", "+", "-.", ".e1", "1.2.3", "1..2", "0x10", "++1", "--1", "+-1", "1-",
+              "1.5f", "1e5.5", "1.5e+-3", "1" * 33 + "x", "1." + "2" * 31 + "e", "5%", "NA"]
+
+
+@pytest.mark.parametrize("simd", simd_levels())
+@pytest.mark.parametrize("eol", ["\n", "\r\n"])
+def test_vector_field_reader_agrees_with_float(monkeypatch, simd, eol):
+    """Each form in the middle of a long input (where the vector reader runs: it needs
+    64 bytes ahead) and at its end, in the first, middle and last column."""
+    monkeypatch.setenv("TENSORFFI_SIMD", simd)
+    pad = eol.join(["0.25,-1.5,7"] * 12) + eol
+    for text in VALID_FIELDS:
+        for col in range(3):
+            row = ["1", "2", "3"]
+            row[col] = text
+            line = ",".join(row) + eol
+            data = (pad + line + pad + line.rstrip()).encode()
+            got = tio.read_csv(data, dtype=torch.float64, header=False)
+            assert got.shape == (26, 3)
+            for r in (12, 25):
+                bits = got[r, col : col + 1].view(torch.int64).item() & (2**64 - 1)
+                want = f64_bits(float(text))
+                assert bits == want or (math.isnan(float(text)) and math.isnan(got[r, col].item())), (simd, text, r)
+            assert got[11].tolist() == [0.25, -1.5, 7.0] and got[13].tolist() == [0.25, -1.5, 7.0]
+
+
+@pytest.mark.parametrize("simd", simd_levels())
+def test_vector_field_reader_rejects_malformed_numbers(monkeypatch, simd):
+    monkeypatch.setenv("TENSORFFI_SIMD", simd)
+    pad = "0.25,-1.5\n" * 12
+    for token in BAD_FIELDS:
+        data = (pad + f"3,{token}\n" + pad).encode()
+        with pytest.raises(ParseError) as info:
+            tio.read_csv(data, header=False)
+        assert (info.value.line, info.value.column, info.value.offset) == (13, 3, len(pad) + 2), (simd, token)
+
+
+def realistic_table(rng: np.random.Generator, rows: int, fmt: str) -> tuple[bytes, list[list[str]]]:
+    """rows x 6 values as written by np.savetxt(fmt=...) from float32 or float64 data of
+    mixed magnitudes, with signed zeros and subnormals mixed in."""
+    x = rng.standard_normal((rows, 6)) * 10.0 ** rng.integers(-3, 4, size=(rows, 6))
+    if fmt == "%.9g":
+        x = x.astype(np.float32).astype(np.float64)
+    specials = [-0.0, 0.0, 5e-324, -2.2250738585072014e-308, 1.4e-45, -1e-40, 3.4028235e38, 6.1e-5, -6.0e-8]
+    idx = rng.integers(0, x.size, size=min(len(specials) * 3, x.size))
+    x.flat[idx] = rng.choice(specials, size=len(idx))
+    texts = [[fmt % v for v in row] for row in x.tolist()]
+    return ("\n".join(",".join(r) for r in texts) + "\n").encode(), texts
+
+
+@pytest.mark.parametrize("simd", simd_levels())
+@pytest.mark.parametrize("fmt", ["%.9g", "%.17g", "%.6e", "%r"])
+def test_realistic_data_rounds_exactly(rng, monkeypatch, simd, fmt):
+    """float64 bit-identical to float(); float32/float16/bfloat16 rounded once from the text."""
+    monkeypatch.setenv("TENSORFFI_SIMD", simd)
+    data, texts = realistic_table(rng, 300, fmt)
+    flat = [t for row in texts for t in row]
+    got64 = tio.read_csv(data, dtype=torch.float64, header=False, threads=2)
+    assert got64.shape == (300, 6)
+    assert got64.flatten().view(torch.int64).tolist() == [struct.unpack("<q", struct.pack("<d", float(t)))[0] for t in flat]
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        mb, eb = FORMATS[dtype]
+        got = tio.read_csv(data, dtype=dtype, header=False)
+        mask = (1 << (mb + eb + 1)) - 1
+        bits = [v & mask for v in got.flatten().view(INT_VIEW[dtype]).tolist()]
+        assert bits == [exact_bits(t, mb, eb) for t in flat], (dtype, simd, fmt)
+
+
 # --------------------------------------------------------------------------- #
 # CSV structure                                                                #
 # --------------------------------------------------------------------------- #
