@@ -1304,13 +1304,33 @@ static int tf_noise_line(const tf_syntax *sx, const uint8_t *p, const uint8_t **
     return 0;
 }
 
+/* The parser's SIMD level: tf_simd_level() (the CPU, capped by TENSORFFI_SIMD), less
+ * what the parser's own kernels need (AVX2 kernels also use BMI1/BMI2 and POPCNT, which
+ * every AVX2 CPU has, but a virtual machine may hide). There is no AVX-512 parser: the
+ * parse is bound by a dependent chain of scalar work per field (find the field's end,
+ * then the next), which wider vectors do not shorten; measured on Zen 4, an AVX-512
+ * version of the field reader and of the counting scan was no faster than AVX2 (see
+ * benchmarks/RESULTS.md), so AVX-512 CPUs run the AVX2 kernels and this reports it. */
+int tf_parse_simd(void) {
+    int level = tf_simd_level();
+#if TF_X86
+    if (level > TF_SIMD_AVX2) level = TF_SIMD_AVX2;
+    if (level == TF_SIMD_AVX2 &&
+        !(__builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt")))
+        level = TF_SIMD_SCALAR;
+#else
+    level = TF_SIMD_SCALAR;
+#endif
+    return level;
+}
+
 static void tf_syntax_init(tf_syntax *sx, const uint8_t *data, int64_t n, int delimiter, int comment) {
     sx->data = data;
     sx->end = data + n;
     sx->delim = delimiter;
     sx->comment = comment;
     sx->cm = comment >= 0 ? (uint8_t)comment : (uint8_t)'\n';
-    sx->simd = tf_simd_level();
+    sx->simd = tf_parse_simd();
 }
 
 static int tf_check_syntax(const char *fname, const uint8_t *data, int64_t n, int delimiter, int comment) {
@@ -1321,6 +1341,71 @@ static int tf_check_syntax(const char *fname, const uint8_t *data, int64_t n, in
                           comment == ' ' || comment == '\t' || comment == delimiter))
         return tf_error(TF_EINVAL, "%s: invalid comment byte %d", fname, comment);
     return TF_OK;
+}
+
+/* The first record after `start`, `skiplines` physical lines and any blank or comment
+ * lines: spans and info as tf_parse_record describes; info[4] = 1 if some field is
+ * text (neither a number nor empty), info[5] = 1 if some field is a number. Returns 0,
+ * or -1 with *err filled. */
+static int tf_first_record(const tf_syntax *sx, int64_t start, int64_t skiplines, int64_t *spans, int64_t max_fields,
+                           int64_t *info, tf_perr *err) {
+    const uint8_t *data = sx->data;
+    const uint8_t *p = data + start;
+    for (int64_t i = 0; i < skiplines && p < sx->end; i++) {
+        const uint8_t *e = tf_find4(sx, p, sx->end, '\n', '\r', '\n', '\n');
+        const uint8_t *bad = tf_utf8_bad(p, e);
+        if (bad) return tf_fail(err, *bad ? TF_PE_UTF8 : TF_PE_NUL, sx, bad, p, e, 0, 0);
+        p = e < sx->end ? tf_after_eol(sx, e) : e;
+    }
+    const uint8_t *q;
+    int k;
+    while ((k = tf_noise_line(sx, p, &q, err)) == 1) p = q;
+    if (k < 0) return -1;
+    info[0] = -1;
+    info[1] = p - data;
+    info[2] = 0;
+    info[3] = 1;
+    info[4] = info[5] = 0;
+    if (k == 2) return 0;
+    info[0] = p - data;
+    p = q;
+    int64_t nf = 0;
+    int numeric = 1, text = 0, number = 0;
+    for (;;) {
+        p = tf_skip_blanks(sx, p);
+        const uint8_t *cb, *ce;
+        int flags;
+        p = tf_field(sx, p, &cb, &ce, &flags, err);
+        if (!p) return -1;
+        if (nf < max_fields) {
+            spans[3 * nf] = cb - data;
+            spans[3 * nf + 1] = ce - data;
+            spans[3 * nf + 2] = flags;
+        }
+        if (!(flags & (TF_F_NUMBER | TF_F_EMPTY))) numeric = 0, text = 1;
+        if (flags & TF_F_NUMBER) number = 1;
+        nf++;
+        if (p < sx->end && *p == sx->delim) {
+            p++;
+            continue;
+        }
+        break;
+    }
+    if (p < sx->end) {
+        if (*p == sx->comment) {
+            const uint8_t *e = tf_find4(sx, p, sx->end, '\n', '\r', '\n', '\n');
+            const uint8_t *bad = tf_utf8_bad(p, e);
+            if (bad) return tf_fail(err, *bad ? TF_PE_UTF8 : TF_PE_NUL, sx, bad, p, e, 0, 0);
+            p = e;
+        }
+        if (p < sx->end) p = tf_after_eol(sx, p);
+    }
+    info[1] = p - data;
+    info[2] = nf;
+    info[3] = numeric;
+    info[4] = text;
+    info[5] = number;
+    return 0;
 }
 
 int tf_parse_record(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment,
@@ -1334,63 +1419,10 @@ int tf_parse_record(const uint8_t *data, int64_t n, int64_t start, int64_t skipl
     tf_syntax sx;
     tf_syntax_init(&sx, data, n, delimiter, comment);
     tf_perr err;
-    const uint8_t *p = data + start;
-    for (int64_t i = 0; i < skiplines && p < sx.end; i++) {
-        const uint8_t *e = tf_find4(&sx, p, sx.end, '\n', '\r', '\n', '\n');
-        const uint8_t *bad = tf_utf8_bad(p, e);
-        if (bad) {
-            tf_fail(&err, *bad ? TF_PE_UTF8 : TF_PE_NUL, &sx, bad, p, e, 0, 0);
-            return tf_report(&sx, &err, errinfo, fname);
-        }
-        p = e < sx.end ? tf_after_eol(&sx, e) : e;
-    }
-    const uint8_t *q;
-    int k;
-    while ((k = tf_noise_line(&sx, p, &q, &err)) == 1) p = q;
-    if (k < 0) return tf_report(&sx, &err, errinfo, fname);
-    info[0] = -1;
-    info[1] = p - data;
-    info[2] = 0;
-    info[3] = 1;
-    if (k == 2) return TF_OK;
-    info[0] = p - data;
-    p = q;
-    int64_t nf = 0;
-    int numeric = 1;
-    for (;;) {
-        p = tf_skip_blanks(&sx, p);
-        const uint8_t *cb, *ce;
-        int flags;
-        p = tf_field(&sx, p, &cb, &ce, &flags, &err);
-        if (!p) return tf_report(&sx, &err, errinfo, fname);
-        if (nf < max_fields) {
-            spans[3 * nf] = cb - data;
-            spans[3 * nf + 1] = ce - data;
-            spans[3 * nf + 2] = flags;
-        }
-        if (!(flags & (TF_F_NUMBER | TF_F_EMPTY))) numeric = 0;
-        nf++;
-        if (p < sx.end && *p == delimiter) {
-            p++;
-            continue;
-        }
-        break;
-    }
-    if (p < sx.end) {
-        if (*p == comment) {
-            const uint8_t *e = tf_find4(&sx, p, sx.end, '\n', '\r', '\n', '\n');
-            const uint8_t *bad = tf_utf8_bad(p, e);
-            if (bad) {
-                tf_fail(&err, *bad ? TF_PE_UTF8 : TF_PE_NUL, &sx, bad, p, e, 0, 0);
-                return tf_report(&sx, &err, errinfo, fname);
-            }
-            p = e;
-        }
-        if (p < sx.end) p = tf_after_eol(&sx, p);
-    }
-    info[1] = p - data;
-    info[2] = nf;
-    info[3] = numeric;
+    int64_t full[6];
+    if (tf_first_record(&sx, start, skiplines, spans, max_fields, full, &err) < 0)
+        return tf_report(&sx, &err, errinfo, fname);
+    memcpy(info, full, 4 * sizeof *info);
     return TF_OK;
 }
 
@@ -1646,6 +1678,10 @@ typedef struct {
     void *out;
     tf_val missing;
     tf_perr *errs; /* one per chunk */
+    /* Single pass (one chunk whose row count is -1, tf_parse_small): stop after
+     * `limit` rows (-1: none), never write more than `cap` values, *found = rows. */
+    int64_t limit, cap;
+    int64_t *found;
 } tf_fill_ctx;
 
 /* Count the fields of the record whose field `nf` starts at p (for the error message). */
@@ -1843,3 +1879,75 @@ int tf_parse_fill_bf16(const uint8_t *data, int64_t n, int delimiter, int commen
     return tf_fill("tf_parse_fill_bf16", TF_DT_BF16, data, n, delimiter, comment, chunks, nchunks, colmap, ncols_in,
                    out, rows, cols, missing, nthreads, errinfo, fn, handle);
 }
+
+/* ======================================================================== */
+/* small inputs: one call                                                   */
+/* ======================================================================== */
+
+static int tf_small(const char *fname, int dt, const uint8_t *data, int64_t n, int64_t start, int64_t skiplines,
+                    int delimiter, int comment, int header, int64_t max_rows, double missing, void *out, int64_t cap,
+                    int64_t *spans, int64_t max_fields, int64_t *info, int64_t *errinfo) {
+    int rc = tf_check_syntax(fname, data, n, delimiter, comment);
+    if (rc) return rc;
+    if (start < 0 || start > n || skiplines < 0 || max_fields < 0 || header < 0 || header > 2 || cap < 0)
+        return tf_error(TF_EINVAL, "%s: invalid start=%lld, skiplines=%lld, max_fields=%lld, header=%d or cap=%lld",
+                        fname, (long long)start, (long long)skiplines, (long long)max_fields, header, (long long)cap);
+    tf_fill_ctx fc;
+    memset(&fc, 0, sizeof fc);
+    tf_syntax_init(&fc.sx, data, n, delimiter, comment);
+    tf_perr err;
+    int64_t rec[6];
+    if (tf_first_record(&fc.sx, start, skiplines, spans, max_fields, rec, &err) < 0)
+        return tf_report(&fc.sx, &err, errinfo, fname);
+    int64_t nf = rec[2];
+    int is_header = rec[0] >= 0 && (header == 1 || (header == 2 && rec[4] && !rec[5]));
+    info[0] = 0;             /* rows */
+    info[1] = nf;            /* columns */
+    info[2] = is_header;     /* the first record was the header */
+    info[3] = rec[0];        /* start of the first record (-1: none) */
+    info[4] = is_header ? rec[1] : rec[0] >= 0 ? rec[0] : n; /* start of the data */
+    if (rec[0] < 0) return TF_OK;
+    /* Each field but the last is followed by its own delimiter or line end: no more
+     * fields than bytes + 1, so Python sizes `out` at (n - data start + 1) values. */
+    int64_t region = n - info[4];
+    if (cap < region + 1 && !(max_rows >= 0 && cap >= max_rows * nf))
+        return tf_error(TF_ESHAPE, "%s: out holds %lld values, %lld bytes of data need %lld", fname, (long long)cap,
+                        (long long)region, (long long)region + 1);
+    int64_t *colmap = malloc((size_t)(nf > 0 ? nf : 1) * sizeof *colmap);
+    if (!colmap) return tf_error(TF_ENOMEM, "%s: out of memory for %lld columns", fname, (long long)nf);
+    for (int64_t j = 0; j < nf; j++) colmap[j] = j;
+    int64_t chunk[4] = {info[4], n, -1, 0}, found = 0;
+    fc.chunks = chunk;
+    fc.colmap = colmap;
+    fc.ncols_in = fc.cols = nf;
+    fc.out = out;
+    fc.missing = tf_missing_value(missing, dt);
+    fc.errs = &err;
+    fc.limit = max_rows;
+    fc.cap = cap;
+    fc.found = &found;
+    tf_runner r; /* not run: tf_fill_chunk reads its cancellation state */
+    tf_runner_init(&r, 1, region, NULL, NULL);
+    r.ctx = &fc;
+#if TF_X86
+    int bad = fc.sx.simd >= TF_SIMD_AVX2 ? tf_fill_single_avx2(&r, &fc, dt, &err) : tf_fill_single_base(&r, &fc, dt, &err);
+#else
+    int bad = tf_fill_single_base(&r, &fc, dt, &err);
+#endif
+    free(colmap);
+    if (bad) return tf_report(&fc.sx, &err, errinfo, fname);
+    info[0] = found;
+    return TF_OK;
+}
+
+#define TF_SMALL(name, dt, T)                                                                                         \
+    int name(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment, int header, \
+             int64_t max_rows, double missing, T *out, int64_t cap, int64_t *spans, int64_t max_fields, int64_t *info,  \
+             int64_t *errinfo) {                                                                                      \
+        return tf_small(#name, dt, data, n, start, skiplines, delimiter, comment, header, max_rows, missing, out, cap,  \
+                        spans, max_fields, info, errinfo);                                                            \
+    }
+TF_SMALL(tf_parse_small_f32, TF_DT_F32, float)
+TF_SMALL(tf_parse_small_f64, TF_DT_F64, double)
+TF_SMALL(tf_parse_small_f16, TF_DT_F16, uint16_t)
+TF_SMALL(tf_parse_small_bf16, TF_DT_BF16, uint16_t)

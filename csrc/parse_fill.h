@@ -34,7 +34,11 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
     int identity = 1;
     for (int64_t j = 0; j < ncols_in; j++) identity &= colmap[j] == j;
 #endif
-    for (int64_t ri = 0; ri < rows; ri++) {
+    for (int64_t ri = 0; rows < 0 || ri < rows; ri++) {
+        if (rows < 0) { /* single pass (tf_parse_small): rows are found as they come */
+            if (ri == fc->limit) break;
+            if ((row0 + ri + 1) * cols > fc->cap) return tf_fail(err, TF_PE_INTERNAL, sx, p, p, p, 0, 0);
+        }
         if ((ri & 1023) == 1023) {
             if (tf_runner_stopped(r, u)) return 0;
             if (is_caller && p - last_report > (1 << 20)) {
@@ -47,6 +51,10 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
             const uint8_t *q;
             int k;
             while ((k = tf_noise_line(sx, p, &q, err)) == 1) p = q;
+            if (k == 2 && rows < 0) { /* the end of the input: all rows found */
+                *fc->found = ri;
+                return 0;
+            }
             if (k != 0) return k < 0 ? -1 : tf_fail(err, TF_PE_INTERNAL, sx, p, p, p, 0, 0);
             p = q;
         }
@@ -125,6 +133,10 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
         }
         if (__builtin_expect(j != ncols_in, 0)) return tf_fail_fields(sx, rec, j, ncols_in, err);
     }
+    if (rows < 0) { /* single pass, max_rows reached: nothing after them is read */
+        *fc->found = fc->limit;
+        return 0;
+    }
     if (ch[1] < 0) return 0; /* max_rows reached in this chunk */
     /* Blank and comment lines up to the next chunk belong to this one. */
     const uint8_t *chunk_end = sx->data + ch[1];
@@ -151,6 +163,16 @@ TF_FILL_WORK(tf_fill_work_f32, TF_DT_F32)
 TF_FILL_WORK(tf_fill_work_f64, TF_DT_F64)
 TF_FILL_WORK(tf_fill_work_f16, TF_DT_F16)
 TF_FILL_WORK(tf_fill_work_bf16, TF_DT_BF16)
+
+/* tf_parse_small's single pass: chunk 0 on the calling thread. */
+static TF_FILL_TARGET int TF_FN(tf_fill_single)(tf_runner *r, const tf_fill_ctx *fc, int dt, tf_perr *err) {
+    switch (dt) {
+    case TF_DT_F32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F32, err);
+    case TF_DT_F64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F64, err);
+    case TF_DT_F16: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F16, err);
+    default: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_BF16, err);
+    }
+}
 
 #undef TF_FILL_WORK
 #undef TF_BLANK

@@ -285,6 +285,33 @@ int tf_parse_fill_bf16(const uint8_t *data, int64_t n, int delimiter, int commen
                        int64_t cols, double missing, int nthreads, int64_t *errinfo,
                       int (*fn)(void *handle, int64_t done, int64_t total), void *handle);
 
+/* Small inputs in one call (tensorffi/io.py uses it below a size threshold): the
+ * first record as tf_parse_record finds it becomes the header when header is 1, or
+ * when header is 2 ("auto") and some field is text and none is a number; then every
+ * record is parsed, in one pass on the calling thread, into out[rows][columns] with
+ * all columns kept and at most max_rows rows (max_rows < 0: no limit). out holds cap
+ * values: at least (n - data start + 1) suffice for any input, since every field but
+ * the last ends with its own delimiter or line end. spans as tf_parse_record (of the
+ * first record, header or data); info = {rows, columns, 1 if the first record was the
+ * header, start of the first record (-1: none), start of the data}. */
+int tf_parse_small_f32(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment,
+                       int header, int64_t max_rows, double missing, float *out, int64_t cap, int64_t *spans,
+                       int64_t max_fields, int64_t *info, int64_t *errinfo);
+int tf_parse_small_f64(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment,
+                       int header, int64_t max_rows, double missing, double *out, int64_t cap, int64_t *spans,
+                       int64_t max_fields, int64_t *info, int64_t *errinfo);
+int tf_parse_small_f16(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment,
+                       int header, int64_t max_rows, double missing, uint16_t *out, int64_t cap, int64_t *spans,
+                       int64_t max_fields, int64_t *info, int64_t *errinfo);
+int tf_parse_small_bf16(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment,
+                        int header, int64_t max_rows, double missing, uint16_t *out, int64_t cap, int64_t *spans,
+                        int64_t max_fields, int64_t *info, int64_t *errinfo);
+
+/* The SIMD level the parser runs at on this CPU (TF_SIMD_*), after the TENSORFFI_SIMD
+ * cap and the parser's own measured preference (see parse.c). */
+int tf_parse_simd(void);
+
+
 /* ======================================================================== */
 /* callbacks: C -> Python callbacks (progress, cancellation) */
 /* ======================================================================== */

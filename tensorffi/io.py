@@ -48,6 +48,15 @@ _record = native("tf_parse_record", "data: [n]; spans: out [max_fields, 3]; info
 _count = native("tf_parse_count", "data: [n]; chunks: out [nchunks, 4]; total_rows: out [1]")
 _FILL_CONTRACT = "data: [n]; chunks: [nchunks, 4]; colmap: [ncols_in]; out: out [rows, cols]; errinfo: out [5]"
 _fill = {name: native(f"tf_parse_fill_{name}", _FILL_CONTRACT) for name in ("f32", "f64", "f16", "bf16")}
+_SMALL_CONTRACT = "data: [n]; out: out [cap]; spans: out [max_fields, 3]; info: out [5]; errinfo: out [5]"
+_small = {name: native(f"tf_parse_small_{name}", _SMALL_CONTRACT) for name in ("f32", "f64", "f16", "bf16")}
+
+#: Inputs up to this size (and without usecols or a progress callback) are parsed in
+#: one call on the calling thread: the header decision, the rows and the values in a
+#: single pass into a buffer sized from an upper bound, then trimmed. Below it, the
+#: fixed costs of the parallel passes (three native calls, threads) exceed the work.
+_SMALL_BYTES = 256 << 10
+_HEADER = {False: 0, True: 1, "auto": 2}
 
 #: Chunk size of the parallel passes: None picks one from the input size and thread
 #: count. Tests set it to a few bytes to put chunk boundaries everywhere.
@@ -185,8 +194,11 @@ def _read(
     skiprows: int, usecols: Any, missing: float, limit: int, nthreads: int, progress: Any, return_names: bool,
 ) -> Any:
     n = int(buf.shape[0])
-    start = 3 if n >= 3 and bytes(buf[:3]) == _BOM else 0
+    start = 3 if n >= 3 and buf[0] == 0xEF and bytes(buf[:3]) == _BOM else 0
     errinfo = np.zeros(5, dtype=np.int64)
+    if n <= _SMALL_BYTES and usecols is None and not progress and _CHUNK_BYTES is None:
+        return _read_small(buf, name, kernel, want_numpy, delim, comment, header, skiprows, missing, limit, start,
+                           errinfo, return_names)
 
     # The first record: header or data? How many columns?
     max_fields = 64
@@ -234,6 +246,45 @@ def _read(
                 scope.fn, scope.handle, out=out, errinfo=errinfo, scope=scope,
             )
     return (result, out_names) if return_names else result
+
+
+def _read_small(
+    buf: np.ndarray, name: str, kernel: str, want_numpy: bool, delim: int, comment: int, header: Any,
+    skiprows: int, missing: float, limit: int, start: int, errinfo: np.ndarray, return_names: bool,
+) -> Any:
+    """The whole parse in one native call (tf_parse_small_*): into a buffer of
+    n - start + 1 values (every field but the last ends with its own delimiter or line
+    end, so no input has more), shrunk in place to the rows found."""
+    n = int(buf.shape[0])
+    out = np.empty(n - start + 1, dtype=np.uint16 if kernel in ("f16", "bf16") else _NUMPY[kernel])
+    spans = np.empty((64, 3), dtype=np.int64)
+    info = np.empty(5, dtype=np.int64)
+    _call(
+        _small[kernel], (buf, name, errinfo), buf, start, skiprows, delim, comment, _HEADER[header], limit, missing,
+        out=out, spans=spans, info=info, errinfo=errinfo,
+    )
+    rows, cols, is_header, first, _ = info.tolist()
+    names: list[str] | None = None
+    if is_header and return_names:
+        if cols > spans.shape[0]:  # a wide header: its spans again, all of them
+            spans = np.empty((cols, 3), dtype=np.int64)
+            _call(_record, (buf, name, errinfo), buf, start, skiprows, delim, comment, spans=spans,
+                  info=np.empty(4, dtype=np.int64), errinfo=errinfo)
+        names = [_field_text(buf, spans[i]) for i in range(cols)]
+    elif header is True and first < 0:
+        names = []
+    try:
+        out.resize(rows * cols, refcheck=True)  # realloc: gives back the unused part of the bound
+    except ValueError:  # something else still refers to out: copy instead
+        out = out[: rows * cols].copy()
+    out = out.reshape(rows, cols)
+    if want_numpy:
+        result: Any = out.view(np.float16) if kernel == "f16" else out
+    else:
+        result = torch.from_numpy(out)
+        if kernel in ("f16", "bf16"):
+            result = result.view(_TORCH[kernel])
+    return (result, names) if return_names else result
 
 
 def _call(fn: Callable[..., Any], where: tuple[np.ndarray, str, np.ndarray], *args: Any,

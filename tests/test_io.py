@@ -34,6 +34,16 @@ from tensorffi import ParseError
 
 ROOT = Path(__file__).resolve().parent.parent
 
+
+@pytest.fixture(autouse=True, params=["one-call", "passes"])
+def parse_path(request, monkeypatch):
+    """Every test runs both ways: small inputs in one native call (tf_parse_small_*),
+    and the parallel count-and-fill passes that larger inputs take."""
+    if request.param == "passes":
+        monkeypatch.setattr(tio, "_SMALL_BYTES", -1)
+    return request.param
+
+
 # --------------------------------------------------------------------------- #
 # references                                                                   #
 # --------------------------------------------------------------------------- #
