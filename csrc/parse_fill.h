@@ -151,11 +151,21 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
     return 0;
 }
 
+/* A unit of pass 2, run under the guard against inputs that shrink (parse.c). */
 #define TF_FILL_WORK(name, dt)                                                                            \
+    static TF_FILL_TARGET void TF_FN(name##_unit)(void *arg) {                                            \
+        tf_fill_job *job = (tf_fill_job *)arg;                                                            \
+        tf_runner *r = job->r;                                                                            \
+        tf_fill_ctx *fc = (tf_fill_ctx *)r->ctx;                                                          \
+        job->bad = TF_FN(tf_fill_chunk)(r, fc, job->u, job->is_caller, dt, &fc->errs[job->u]) != 0;      \
+    }                                                                                                     \
     static TF_FILL_TARGET void TF_FN(name)(tf_runner * r, int64_t u, int is_caller) {                           \
         tf_fill_ctx *fc = (tf_fill_ctx *)r->ctx;                                                          \
         const int64_t *ch = fc->chunks + 4 * u;                                                           \
-        if (TF_FN(tf_fill_chunk)(r, fc, u, is_caller, dt, &fc->errs[u]) != 0) tf_runner_lower_stop(r, u); \
+        tf_fill_job job = {r, u, is_caller, 0};                                                           \
+        int64_t fault = tf_guarded(fc->sx.data, fc->sx.end, TF_FN(name##_unit), &job);                    \
+        if (fault >= 0) tf_note_fault(r, &fc->fault, fault);                                              \
+        else if (job.bad) tf_runner_lower_stop(r, u);                                                     \
         int64_t bytes = (ch[1] >= 0 ? ch[1] : ch[0]) - ch[0];                                             \
         __atomic_fetch_add(&r->done_bytes, bytes > 0 ? bytes : 0, __ATOMIC_RELAXED);                      \
     }

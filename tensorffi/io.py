@@ -39,7 +39,7 @@ import torch
 from ._callbacks import CallbackScope
 from ._lib import native
 from .core import resolve_threads
-from .errors import NativeError, ParseError
+from .errors import NativeError, NativeIOError, ParseError
 
 __all__ = ["read_csv", "ParseError"]
 
@@ -179,12 +179,17 @@ def read_csv(
         raise TypeError(f"missing must be a number, got {missing!r}") from None
     nthreads = resolve_threads(threads)
 
-    buf, name = _as_buffer(source)
+    if progress is not None and progress is not False and progress is not True and not callable(progress):
+        raise TypeError(f"progress must be True, False, None or a callable(done, total), got {progress!r}")
+    buf, name, held = _as_buffer(source)
     try:
-        return _read(
+        result = _read(
             buf, name, kernel, want_numpy, delim, comment_code, header, skiprows, usecols, missing_value, limit,
-            nthreads, progress, return_names,
+            nthreads, progress, return_names, held,
         )
+        if held is not None:
+            held.check()  # another thread may have resized it while C read it
+        return result
     finally:
         del buf  # drop the mapping as soon as we are done
 
@@ -192,6 +197,7 @@ def read_csv(
 def _read(
     buf: np.ndarray, name: str, kernel: str, want_numpy: bool, delim: int, comment: int, header: Any,
     skiprows: int, usecols: Any, missing: float, limit: int, nthreads: int, progress: Any, return_names: bool,
+    held: "_HeldStorage | None",
 ) -> Any:
     n = int(buf.shape[0])
     start = 3 if n >= 3 and buf[0] == 0xEF and bytes(buf[:3]) == _BOM else 0
@@ -240,12 +246,72 @@ def _read(
     # Pass 2: parse into the output, allocated here.
     out, result = _allocate(kernel, want_numpy, rows, cols)
     if rows > 0 or region > 0:
-        with CallbackScope(progress, desc="read_csv", unit="MB", scale=1e-6) as scope:
-            _call(
-                _fill[kernel], (buf, name, errinfo), buf, delim, comment, chunks, colmap, missing, nthreads,
-                scope.fn, scope.handle, out=out, errinfo=errinfo, scope=scope,
-            )
+        reporter = _Progress(progress, held)
+        with CallbackScope(reporter if reporter.active else None) as scope:
+            try:
+                if reporter.active and scope.report(0, region):  # before C reads: the bar appears at 0
+                    scope.check()
+                _call(
+                    _fill[kernel], (buf, name, errinfo), buf, delim, comment, chunks, colmap, missing, nthreads,
+                    scope.fn, scope.handle, out=out, errinfo=errinfo, scope=scope,
+                )
+                if reporter.active and scope.report(region, region):  # max_rows may stop early: end at 100%
+                    scope.check()
+            finally:
+                reporter.close()
     return (result, out_names) if return_names else result
+
+
+class _Progress:
+    """read_csv's progress reports, in bytes: the caller's ``f(done, total)``, or a
+    tqdm bar (``progress=True``) counted in integer bytes so that it ends exactly at
+    its total (a bar in float megabytes drifted past it: clamping warnings, negative
+    ETAs, an unfilled last frame). After every report, a source tensor's storage is
+    checked: one resized or freed from the callback stops the parse."""
+
+    def __init__(self, progress: Any, held: "_HeldStorage | None") -> None:
+        self.user = progress if callable(progress) and progress is not True else None
+        self.want_bar = progress is True
+        self.held = held
+        self.active = self.want_bar or self.user is not None or held is not None
+        self.bar: Any = None
+        self.done = -1
+
+    def __call__(self, done: int, total: int) -> None:
+        if done != self.done:
+            self.done = done
+            if self.want_bar:
+                self._draw(done, total)
+            elif self.user is not None:
+                self.user(done, total)
+        if self.held is not None:
+            self.held.check()
+
+    def _draw(self, done: int, total: int) -> None:
+        if self.bar is None:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc="read_csv", unit="B", unit_scale=True, unit_divisor=1000)
+        self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+class _HeldStorage:
+    """A source tensor's storage, held for the whole call, and its extent then."""
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.storage = tensor.untyped_storage()
+        self.extent = (self.storage.data_ptr(), self.storage.nbytes())
+
+    def check(self) -> None:
+        if (self.storage.data_ptr(), self.storage.nbytes()) != self.extent:
+            raise NativeIOError(
+                "read_csv: the source tensor's storage was resized or freed while it was being parsed [TF_EIO]",
+                -9, "read_csv",
+            )
 
 
 def _read_small(
@@ -427,8 +493,15 @@ def _count_arg(value: Any, what: str) -> int:
     return int(value)
 
 
-def _as_buffer(source: Any) -> tuple[np.ndarray, str]:
-    """The input as a 1-D uint8 array (memory-mapped for files), and a name for errors."""
+def _as_buffer(source: Any) -> tuple[np.ndarray, str, "_HeldStorage | None"]:
+    """The input as a 1-D uint8 array (memory-mapped for files), a name for errors, and
+    for a tensor source its storage, held and checked (C must not read freed memory)."""
+    buf, name = _as_array(source)
+    held = _HeldStorage(source) if isinstance(source, torch.Tensor) else None
+    return buf, name, held
+
+
+def _as_array(source: Any) -> tuple[np.ndarray, str]:
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         with open(path, "rb") as f:

@@ -35,13 +35,23 @@ from tensorffi import ParseError
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(autouse=True, params=["one-call", "passes"])
+#: Tests whose subject does not depend on the parse path run once.
+ONE_PATH = {"test_pow5_table_is_exact", "test_faults_outside_the_input_still_end_the_process", "test_demo_runs"}
+
+
+def pytest_generate_tests(metafunc):
+    if metafunc.function.__name__ not in ONE_PATH:
+        metafunc.parametrize("parse_path", ["one-call", "passes"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
 def parse_path(request, monkeypatch):
     """Every test runs both ways: small inputs in one native call (tf_parse_small_*),
     and the parallel count-and-fill passes that larger inputs take."""
-    if request.param == "passes":
+    path = getattr(request, "param", "one-call")
+    if path == "passes":
         monkeypatch.setattr(tio, "_SMALL_BYTES", -1)
-    return request.param
+    return path
 
 
 # --------------------------------------------------------------------------- #
@@ -1005,12 +1015,137 @@ def test_progress_reports_bytes_on_the_calling_thread(rng, monkeypatch):
     assert {ident for _, _, ident in seen} == {threading.get_ident()}
 
 
-def test_progress_bar(rng, capsys):
-    pytest.importorskip("tqdm")
+@pytest.mark.parametrize("max_rows", [None, 7])
+def test_progress_bar(rng, capsys, max_rows):
+    """Integer bytes that end exactly at the total: no clamping warning, no negative
+    ETA, a full last frame (even when max_rows stops the parse early)."""
+    tqdm = pytest.importorskip("tqdm")
+    import warnings
+
     data, values = big_csv(rng, 500)
-    t = tio.read_csv(data, progress=True)
-    assert np.array_equal(t.numpy(), values)
-    assert "read_csv" in capsys.readouterr().err
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tqdm.TqdmWarning)
+        t = tio.read_csv(data, progress=True, max_rows=max_rows)
+    assert np.array_equal(t.numpy(), values[:max_rows])
+    err = capsys.readouterr().err
+    last = err.replace("\r", "\n").strip().splitlines()[-1]
+    assert last.startswith("read_csv: 100%|"), last
+    done, _, total = last.split("|")[2].split()[0].partition("/")
+    assert done == total, last
+    assert "-" not in last.split("<")[1].split(",")[0], last  # no negative ETA
+
+
+def test_progress_reports_are_integers_ending_at_the_total(rng, monkeypatch):
+    monkeypatch.setattr(tio, "_CHUNK_BYTES", 4096)
+    data, _ = big_csv(rng, 2000)
+    for max_rows in (None, 10):
+        calls: list[tuple[int, int]] = []
+        tio.read_csv(data, progress=lambda d, t: calls.append((d, t)), max_rows=max_rows)
+        assert all(type(d) is int and type(t) is int and 0 <= d <= t for d, t in calls)
+        assert calls[0][0] == 0 and calls[-1][0] == calls[-1][1] and len({t for _, t in calls}) == 1
+        assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+
+
+def test_small_inputs_take_one_native_call(rng, monkeypatch, parse_path):
+    """Up to _SMALL_BYTES (no usecols, no progress): one call, header decision included."""
+    calls = []
+    for name in ("_record", "_count"):
+        real = getattr(tio, name)
+        monkeypatch.setattr(tio, name, lambda *a, _n=name, _f=real, **k: calls.append(_n) or _f(*a, **k))
+    for kernel, real in list(tio._small.items()):
+        monkeypatch.setitem(tio._small, kernel, lambda *a, _f=real, **k: calls.append("small") or _f(*a, **k))
+    data, values = big_csv(rng, 100)
+    got, names = tio.read_csv(b"a,b,c,d,e,f,g,h\n" + data, return_names=True, dtype="float64")
+    assert np.array_equal(got.numpy(), values) and names == list("abcdefgh")
+    assert calls == (["small"] if parse_path == "one-call" else ["_record", "_count"])
+
+
+def big_file(tmp_path: Path, rng: np.random.Generator, rows: int = 20000) -> Path:
+    data, _ = big_csv(rng, rows)
+    path = tmp_path / "big.csv"
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_file_truncated_from_a_progress_callback_is_an_error(tmp_path, rng, monkeypatch, threads):
+    """The file shrinks under the memory map after the rows are counted: reading the
+    lost pages raises SIGBUS, which becomes an OSError, not the end of the process."""
+    monkeypatch.setattr(tio, "_CHUNK_BYTES", 64 << 10)
+    path = big_file(tmp_path, rng)
+
+    def shrink(done: int, total: int) -> None:
+        if done == 0:
+            os.truncate(path, 100)
+
+    with pytest.raises(tensorffi.errors.NativeIOError) as info:
+        tio.read_csv(path, progress=shrink, threads=threads)
+    assert isinstance(info.value, OSError) and isinstance(info.value, tensorffi.TensorFFIError)
+    assert "changed while it was read" in str(info.value)
+
+
+@pytest.mark.parametrize("size", [1000, 10 << 20])
+def test_file_truncated_after_mapping_is_an_error(tmp_path, rng, monkeypatch, parse_path, size):
+    """Every native entry point reads the input under the guard: truncate the file
+    right after it is mapped (one call for small inputs, header/count/fill for large)."""
+    path = big_file(tmp_path, rng, rows=200 if size == 1000 else 20000)
+    real_map = tio._map_file
+
+    def map_then_truncate(f, pos):
+        arr = real_map(f, pos)
+        os.truncate(path, 100)
+        return arr
+
+    monkeypatch.setattr(tio, "_map_file", map_then_truncate)
+    with pytest.raises(tensorffi.errors.NativeIOError, match="changed while it was read"):
+        tio.read_csv(path, threads=2)
+    # a clean read afterwards: the guard left nothing behind
+    assert tio.read_csv(b"1,2\n3,4\n").tolist() == [[1, 2], [3, 4]]
+
+
+@pytest.mark.parametrize("how", ["resize", "free", "swap", "delete"])
+def test_tensor_source_changed_from_a_progress_callback(rng, monkeypatch, how):
+    """C reads a tensor source's storage, held for the call: resizing or freeing it is
+    refused, and a tensor that swaps or drops its storage leaves C reading the held one."""
+    monkeypatch.setattr(tio, "_CHUNK_BYTES", 4096)
+    data, values = big_csv(rng, 2000)
+    box = [torch.empty(len(data), dtype=torch.uint8)]
+    box[0].copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
+    src = box[0]
+
+    def meddle(done: int, total: int) -> None:
+        if done:
+            return
+        if how == "resize":
+            box[0].resize_(len(data) * 8)
+        elif how == "free":
+            box[0].untyped_storage().resize_(0)
+        elif how == "swap":
+            box[0].set_(torch.zeros(10, dtype=torch.uint8))
+        else:
+            box.clear()
+
+    del src
+    if how in ("resize", "free"):
+        with pytest.raises(RuntimeError, match="not resizable"):
+            tio.read_csv(box[0], progress=meddle)
+        kept = torch.empty(0, dtype=torch.uint8).set_(box[0].untyped_storage())
+        assert kept.numpy().tobytes() == data  # untouched
+    else:
+        assert np.array_equal(tio.read_csv(box[0], progress=meddle).numpy(), values)
+
+
+def test_faults_outside_the_input_still_end_the_process():
+    """The guard only takes faults inside the input being parsed, on a thread that is
+    parsing it; any other fault keeps its usual outcome (here: death by SIGSEGV, with
+    Python's faulthandler on or off)."""
+    import signal
+    import subprocess
+
+    code = "import tensorffi.io as t, ctypes; t.read_csv(b'1\\n' * 10); ctypes.string_at(0)"
+    for flags in ([], ["-X", "faulthandler"]):
+        proc = subprocess.run([sys.executable, *flags, "-c", code], capture_output=True, cwd=ROOT, timeout=120)
+        assert proc.returncode == -signal.SIGSEGV, (flags, proc.returncode, proc.stderr[-500:])
 
 
 def test_exception_in_progress_callback_reaches_the_caller(rng, monkeypatch):
