@@ -82,11 +82,6 @@ static inline uint64_t tf_load8(const uint8_t *p) {
     memcpy(&v, p, 8);
     return v;
 }
-/* All eight bytes are ASCII digits (fast_float's test). */
-static inline int tf_eight_digits(uint64_t v) {
-    return ((v & 0xF0F0F0F0F0F0F0F0ull) | (((v + 0x0606060606060606ull) & 0xF0F0F0F0F0F0F0F0ull) >> 4)) ==
-           0x3333333333333333ull;
-}
 /* The value of eight ASCII digits, first digit in the lowest byte. */
 static inline uint64_t tf_eight_value(uint64_t v) {
     const uint64_t mask = 0x000000FF000000FFull;
