@@ -487,7 +487,28 @@ def simd_levels() -> list[str]:
     return ["scalar", "avx2", "avx512"][: best + 1]
 
 
-SIMD_NAMES = {0: "scalar", 1: "avx2", 2: "avx512"}
+def cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
+    except OSError:
+        return set()
+
+
+@pytest.mark.parametrize("simd", simd_levels())
+def test_parse_simd_reports_the_level_that_runs(rng, monkeypatch, simd):
+    """tf_parse_simd() follows the TENSORFFI_SIMD cap (AVX-512 kernels need VBMI too),
+    and every level gives the same bits."""
+    flags = cpu_flags()
+    monkeypatch.setenv("TENSORFFI_SIMD", simd)
+    level = int(tensorffi.core.lib.tf_parse_simd())
+    if simd == "avx512" and flags:
+        assert level == (2 if "avx512vbmi" in flags else 1)
+    elif flags or simd == "scalar":
+        assert level == {"scalar": 0, "avx2": 1}.get(simd, level)
+    data, texts = realistic_table(rng, 400, "%.17g")
+    got = tio.read_csv(data, dtype=torch.float64, header=False, threads=2).numpy()
+    assert got.tobytes() == np.array([[float(t) for t in row] for row in texts]).tobytes()
 
 #: Fields read by the vector reader of common numbers or sent back to the general path:
 #: every documented form, with every terminator, and the lengths around its limits.
