@@ -85,6 +85,7 @@ _KERNELS: dict[Any, str] = {
 }
 _TORCH = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16}
 _NUMPY = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64), "f16": np.dtype(np.float16)}
+_RAW = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64), "f16": np.dtype(np.uint16), "bf16": np.dtype(np.uint16)}
 
 
 def read_csv(
@@ -157,31 +158,44 @@ def read_csv(
     >>> t[1, 0].isnan().item(), t[1, 1].item()   # an empty field is NaN; 0.1 rounded once
     (True, 0.10000000149011612)
     """
-    kernel = _kernel_for(dtype)
-    want_numpy = _wants_numpy(like)
+    # Arguments (the common spellings first: small inputs make this cost visible).
+    kernel = _KERNELS.get(dtype) if isinstance(dtype, (torch.dtype, str)) else None
+    if kernel is None:
+        kernel = _kernel_for(dtype)
+    want_numpy = False if like is None else _wants_numpy(like)
     if want_numpy and kernel == "bf16":
         raise TypeError("NumPy has no bfloat16 dtype: use like=torch (the default) for bfloat16")
-    delim = _char_code(delimiter, "delimiter")
-    comment_code = -1 if comment is None else _char_code(comment, "comment")
-    if comment in (" ", "\t"):
-        raise ValueError(f"comment cannot be a blank ({comment!r}): blanks around fields are ignored")
-    if comment_code == delim:
-        raise ValueError(f"comment and delimiter must differ, both are {delimiter!r}")
+    delim = 44 if delimiter == "," else _char_code(delimiter, "delimiter")
+    if comment is None:
+        comment_code = -1
+    else:
+        comment_code = _char_code(comment, "comment")
+        if comment in (" ", "\t"):
+            raise ValueError(f"comment cannot be a blank ({comment!r}): blanks around fields are ignored")
+        if comment_code == delim:
+            raise ValueError(f"comment and delimiter must differ, both are {delimiter!r}")
     if header is None:
         header = False
-    if header not in (True, False, "auto"):
+    if header is not True and header is not False and header != "auto":
         raise ValueError(f"header must be 'auto', True or False, got {header!r}")
-    skiprows = _count_arg(skiprows, "skiprows")
+    if type(skiprows) is not int or skiprows < 0:
+        skiprows = _count_arg(skiprows, "skiprows")
     limit = -1 if max_rows is None else _count_arg(max_rows, "max_rows")
-    try:
-        missing_value = float(missing)
-    except (TypeError, ValueError):
-        raise TypeError(f"missing must be a number, got {missing!r}") from None
+    if type(missing) is float:
+        missing_value = missing
+    else:
+        try:
+            missing_value = float(missing)
+        except (TypeError, ValueError):
+            raise TypeError(f"missing must be a number, got {missing!r}") from None
     nthreads = resolve_threads(threads)
 
     if progress is not None and progress is not False and progress is not True and not callable(progress):
         raise TypeError(f"progress must be True, False, None or a callable(done, total), got {progress!r}")
-    buf, name, held = _as_buffer(source)
+    if type(source) is bytes:
+        buf, name, held = np.frombuffer(source, dtype=np.uint8), "<bytes>", None
+    else:
+        buf, name, held = _as_buffer(source)
     try:
         result = _read(
             buf, name, kernel, want_numpy, delim, comment_code, header, skiprows, usecols, missing_value, limit,
@@ -199,7 +213,7 @@ def _read(
     skiprows: int, usecols: Any, missing: float, limit: int, nthreads: int, progress: Any, return_names: bool,
     held: "_HeldStorage | None",
 ) -> Any:
-    n = int(buf.shape[0])
+    n = buf.shape[0]
     start = 3 if n >= 3 and buf[0] == 0xEF and bytes(buf[:3]) == _BOM else 0
     errinfo = np.zeros(5, dtype=np.int64)
     if n <= _SMALL_BYTES and usecols is None and not progress and _CHUNK_BYTES is None:
@@ -322,9 +336,9 @@ def _read_small(
     n - start + 1 values (every field but the last ends with its own delimiter or line
     end, so no input has more), shrunk in place to the rows found."""
     n = int(buf.shape[0])
-    out = np.empty(n - start + 1, dtype=np.uint16 if kernel in ("f16", "bf16") else _NUMPY[kernel])
-    spans = np.empty((64, 3), dtype=np.int64)
-    info = np.empty(5, dtype=np.int64)
+    out = np.empty(n - start + 1, dtype=_RAW[kernel])
+    meta = np.empty(64 * 3 + 5, dtype=np.int64)
+    spans, info = meta[:192].reshape(64, 3), meta[192:]
     _call(
         _small[kernel], (buf, name, errinfo), buf, start, skiprows, delim, comment, _HEADER[header], limit, missing,
         out=out, spans=spans, info=info, errinfo=errinfo,
@@ -502,6 +516,8 @@ def _as_buffer(source: Any) -> tuple[np.ndarray, str, "_HeldStorage | None"]:
 
 
 def _as_array(source: Any) -> tuple[np.ndarray, str]:
+    if type(source) is bytes:
+        return np.frombuffer(source, dtype=np.uint8), "<bytes>"
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         with open(path, "rb") as f:
