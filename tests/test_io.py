@@ -821,6 +821,24 @@ def test_parse_error_fields_and_message():
     assert isinstance(err, ValueError) and isinstance(err, tensorffi.ParseError)
 
 
+@pytest.mark.parametrize("simd", simd_levels())
+def test_error_positions_after_quoted_newlines_are_physical_lines(monkeypatch, simd):
+    """A quoted field that spans lines (text in a skipped column) still counts its
+    lines: an error after it names the physical line, in the vector region too."""
+    monkeypatch.setenv("TENSORFFI_SIMD", simd)
+    pad = "0.5,1.25,x\n" * 30
+    data = ('a,b,c\n1,2,"multi\nline\r\ntext"\n' + pad + "3,4.5.6,y\n" + pad).encode()
+    offset = data.index(b"4.5.6")
+    for usecols in ([0, 1], None):
+        with pytest.raises(ParseError) as info:
+            tio.read_csv(data, usecols=usecols)
+        err = info.value
+        if usecols is None:  # column c holds text: the first data row is the error
+            assert (err.line, err.column) == (2, 5)
+            continue
+        assert (err.line, err.column, err.offset, err.text) == (35, 3, offset, "4.5.6")
+
+
 def test_error_column_counts_characters():
     data = "é,ü\n1,x\n".encode()
     with pytest.raises(ParseError) as info:
