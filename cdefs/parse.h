@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* parse: numeric CSV parsing. Mirrored from csrc/tensorffi.h (section "parse"). */
 
-/* Numeric CSV to tensors, in three calls (tensorffi/io.py drives them):
+/* Numeric CSV to tensors. Small inputs take one call (tf_parse_small_*, below); larger
+ * ones three (tensorffi/io.py drives them):
  *
  *   1. tf_parse_record tokenizes one record (the header, or the first data row) so
  *      Python can decide on the header and learn the number of columns;
@@ -25,7 +26,9 @@
  * Errors are TF_EPARSE with a message naming line, column and byte offset, and
  * errinfo = {offset, line, column, text_begin, text_end} (0-based byte offset, 1-based
  * line and column; the column counts UTF-8 characters; [text_begin, text_end) is the
- * offending token or record). NUL bytes and invalid UTF-8 are errors anywhere.
+ * offending token or record). NUL bytes and invalid UTF-8 are errors anywhere. An
+ * input that shrinks while it is read (a memory-mapped file truncated meanwhile: a
+ * fault inside [data, data + n)) is TF_EIO, not a crash.
  * fn(handle, done, total) is a tf_progress_fn (spelled out because that typedef comes
  * later in the build order): progress in bytes, called on the calling thread only; a
  * non-zero return stops the parse with TF_EINTERRUPTED. fn may be NULL. */

@@ -1,12 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /* parse.c — numeric CSV to tensors: correctly rounded, parallel, precise about errors.
  *
- * Number conversion. The hot path scans a field into up to 19 significant digits w and
- * a decimal exponent q, value = w * 10^q, kept in registers (longer numbers, inf and
- * nan are re-scanned by a cold path into a tf_num that also remembers the digits).
- * Then, per output type:
- *   - Clinger's fast path when w and 10^|q| are exact in the target type (one IEEE
- *     multiplication or division in that type: a single rounding);
+ * Number conversion. The common field ([sign] digits [. digits] [exponent], then the
+ * delimiter or a line end) is read, where the CPU has AVX2 or AVX-512 with VBMI, by a
+ * vector reader (tf_field_avx2/tf_field_avx512): one 32-byte load classifies its
+ * bytes, the field's length is the first byte that is neither digit nor '.', and one
+ * shuffle plus a multiply-add chain turns up to 19 digits into w, with no branch on
+ * how many digits there are (real data mixes lengths value by value; each
+ * misprediction cost more than a conversion). Other fields, and every field on other
+ * CPUs, take a scalar scan into w (up to 19 significant digits) and q, value =
+ * w * 10^q (longer numbers, inf and nan are re-scanned by a cold path into a tf_num
+ * that also remembers the digits). Then, per output type:
+ *   - Clinger's fast path when w and 10^|q| are exact doubles (one IEEE operation: a
+ *     single rounding); for float32, that double is rounded to float32, which is
+ *     exact unless the double is itself a float32 midpoint (then Eisel-Lemire);
  *   - otherwise Eisel-Lemire (as in fast_float: a 64x128-bit product with a truncated
  *     power of five), for float32 directly in float32's format;
  *   - when the input had more than 19 significant digits, Eisel-Lemire on w and w+1:
@@ -25,6 +32,9 @@
  * counts assign them. Chunks are handed out dynamically; the calling thread works
  * too and is the only one that reports progress. Each chunk records its first error;
  * the error of the lowest chunk is the first in the file and is the one reported.
+ * Small inputs take one pass on the calling thread (tf_parse_small_*). Every read of
+ * the input runs under a guard that turns a fault inside it (a memory-mapped file
+ * truncated meanwhile) into TF_EIO (see "input that shrinks while it is read").
  */
 #define _GNU_SOURCE
 #define TF_INTERNAL

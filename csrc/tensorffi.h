@@ -217,7 +217,8 @@ int tf_physics_momentum_f64(const double *vel, const double *mass, int64_t b, in
 /* parse: numeric CSV parsing (parse.c) */
 /* ======================================================================== */
 
-/* Numeric CSV to tensors, in three calls (tensorffi/io.py drives them):
+/* Numeric CSV to tensors. Small inputs take one call (tf_parse_small_*, below); larger
+ * ones three (tensorffi/io.py drives them):
  *
  *   1. tf_parse_record tokenizes one record (the header, or the first data row) so
  *      Python can decide on the header and learn the number of columns;
@@ -241,7 +242,9 @@ int tf_physics_momentum_f64(const double *vel, const double *mass, int64_t b, in
  * Errors are TF_EPARSE with a message naming line, column and byte offset, and
  * errinfo = {offset, line, column, text_begin, text_end} (0-based byte offset, 1-based
  * line and column; the column counts UTF-8 characters; [text_begin, text_end) is the
- * offending token or record). NUL bytes and invalid UTF-8 are errors anywhere.
+ * offending token or record). NUL bytes and invalid UTF-8 are errors anywhere. An
+ * input that shrinks while it is read (a memory-mapped file truncated meanwhile: a
+ * fault inside [data, data + n)) is TF_EIO, not a crash.
  * fn(handle, done, total) is a tf_progress_fn (spelled out because that typedef comes
  * later in the build order): progress in bytes, called on the calling thread only; a
  * non-zero return stops the parse with TF_EINTERRUPTED. fn may be NULL. */

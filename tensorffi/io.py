@@ -13,13 +13,24 @@ Memory: paths and plain files are memory-mapped, bytes-like inputs are read in
 place; beyond the output, a call allocates bookkeeping proportional to the number
 of chunks (about 100 bytes per chunk of 0.25-8 MiB), never a Python object per
 value. File objects that are not plain files (a GzipFile, a pipe) are read into
-memory first.
+memory first. A memory-mapped file that another process truncates while it is
+parsed, or a source tensor whose storage is freed meanwhile, is a
+:class:`tensorffi.errors.NativeIOError` (an ``OSError``), not a crash: C reads the
+input under a SIGBUS/SIGSEGV guard (see csrc/parse.c), and a tensor source's
+storage is held for the call and checked after every progress report.
 
-How it works: pass 1 cuts the input into chunks at line starts and counts the
-records of each chunk on all threads (a chunk that turns out to begin inside a
+How it works: inputs up to 256 KiB (without ``usecols`` or ``progress``) are parsed
+in one native call on the calling thread: the header decision, then one pass that
+writes the rows into a buffer sized from an upper bound (every field but the last
+ends with its own delimiter or line end) and trimmed in place. Larger inputs take
+two parallel passes: pass 1 cuts the input into chunks at line starts and counts
+the records of each chunk on all threads (a chunk that turns out to begin inside a
 quoted field is recounted from the true record start); the output is allocated
 with the exact row count; pass 2 parses the chunks in parallel into their rows.
-Errors are collected per chunk and the first one in the file is raised.
+Errors are collected per chunk and the first one in the file is raised. Where the
+CPU has AVX2 (or AVX-512 with VBMI), a field of the common shape is read with one
+32-byte load and no branch on its digit counts; ``TENSORFFI_SIMD`` caps the level,
+and ``tensorffi.core.lib.tf_parse_simd()`` reports the one in use.
 
 >>> import tensorffi.io
 >>> tensorffi.io.read_csv(b"x,y\\n1.5,2\\n3,-4e-1\\n", dtype="float64").tolist()
@@ -126,9 +137,10 @@ def read_csv(
         missing: the value of an empty field (default NaN).
         max_rows: read at most this many data rows; nothing after them is read.
         threads: parsing threads (None: :func:`tensorffi.get_num_threads`).
-        progress: True for a tqdm bar (in bytes), or a callable ``f(done, total)``
-            called on the calling thread; an exception it raises (or Ctrl-C) stops
-            the parse promptly and reaches the caller.
+        progress: True for a tqdm bar, or a callable ``f(done, total)`` called on the
+            calling thread with integer bytes: first ``(0, total)``, last
+            ``(total, total)``; an exception it raises (or Ctrl-C) stops the parse
+            promptly and reaches the caller.
         like: ``"numpy"`` (or the ``numpy`` module, or ``np.ndarray``) returns a NumPy
             array; the default returns a torch tensor. bfloat16 needs torch.
         return_names: also return the column names (a list of ``str``, or None when
@@ -140,8 +152,11 @@ def read_csv(
     Raises:
         tensorffi.ParseError: a malformed number, a record with the wrong number of
             fields, an unterminated quote, a NUL byte or invalid UTF-8; it carries
-            ``line``, ``column`` (1-based, in characters), ``offset`` (0-based byte)
-            and ``text`` (the offending token or record).
+            ``line`` (physical, counting lines inside quoted fields), ``column``
+            (1-based, in characters), ``offset`` (0-based byte) and ``text`` (the
+            offending token or record).
+        tensorffi.errors.NativeIOError: the input changed while it was read (a
+            memory-mapped file truncated, a source tensor's storage freed).
 
     Grammar: decimal numbers with an optional sign, ``.5`` and ``5.``, exponents
     (``1e5``, ``1E-5``, ``1e+05``), ``inf``/``infinity``/``nan`` in any case with a
