@@ -556,6 +556,42 @@ def test_vector_field_reader_rejects_malformed_numbers(monkeypatch, simd):
         assert (info.value.line, info.value.column, info.value.offset) == (13, 3, len(pad) + 2), (simd, token)
 
 
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.text("0123456789.-+eE", min_size=1, max_size=36), min_size=3, max_size=3), st.sampled_from(simd_levels()))
+def test_hypothesis_fields_in_the_vector_region(tokens, simd):
+    """Any token over the number alphabet, read where the vector reader runs: the value
+    of float() where Python accepts it (the same grammar on this alphabet), else a
+    ParseError at the token."""
+    os.environ["TENSORFFI_SIMD"] = simd
+    try:
+        pad = "0.25,-1.5,7\n" * 8
+        line = ",".join(tokens) + "\n"
+        data = (pad + line + pad).encode()
+        try:
+            want = [float(t) for t in tokens]
+        except ValueError:
+            bad = next(i for i, t in enumerate(tokens) if not _is_float(t))
+            with pytest.raises(ParseError) as info:
+                tio.read_csv(data, dtype=torch.float64, header=False)
+            assert info.value.line == 9 and info.value.offset == len(pad) + sum(len(t) + 1 for t in tokens[:bad])
+            return
+        got = tio.read_csv(data, dtype=torch.float64, header=False)
+        assert got.shape == (17, 3)
+        assert got[8].view(torch.int64).tolist() == [struct.unpack("<q", struct.pack("<d", v))[0] for v in want]
+        got32 = tio.read_csv(data, dtype=torch.float32, header=False)
+        assert [b & 0xFFFFFFFF for b in got32[8].view(torch.int32).tolist()] == [exact_bits(t, 23, 8) for t in tokens]
+    finally:
+        del os.environ["TENSORFFI_SIMD"]
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
 def realistic_table(rng: np.random.Generator, rows: int, fmt: str) -> tuple[bytes, list[list[str]]]:
     """rows x 6 values as written by np.savetxt(fmt=...) from float32 or float64 data of
     mixed magnitudes, with signed zeros and subnormals mixed in."""
@@ -775,7 +811,7 @@ def test_against_python_csv_module(rng):
     assert np.array_equal(ref, values[:, [0, 2, 3, 5]])
 
 
-@pytest.mark.parametrize("simd", ["scalar", "avx2"])
+@pytest.mark.parametrize("simd", simd_levels())
 def test_chunk_boundaries_everywhere(rng, monkeypatch, simd):
     """Tiny chunks put internal boundaries inside fields, quotes, CRLFs and quoted
     newlines; every size and thread count must give the single-chunk result."""
@@ -796,7 +832,7 @@ def test_vector_and_scalar_counting_agree(rng, monkeypatch, text_cols):
     data, values = random_csv(rng, 3000, 3, text_cols, mixed_eol=True)
     numeric = [c for c in range(3) if c not in text_cols]
     results = []
-    for simd in ("scalar", "avx2"):
+    for simd in simd_levels():
         monkeypatch.setenv("TENSORFFI_SIMD", simd)
         for chunk in (None, 300, 4099):
             monkeypatch.setattr(tio, "_CHUNK_BYTES", chunk)
