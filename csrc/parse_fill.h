@@ -33,6 +33,8 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
     /* Where every field is kept in place (no usecols), colmap[j] == j. */
     int identity = 1;
     for (int64_t j = 0; j < ncols_in; j++) identity &= colmap[j] == j;
+    /* The vector reader looks at most 64 bytes ahead. */
+    const uint8_t *const safe_end = E - sx->data >= 64 ? E - 64 : sx->data;
 #endif
     for (int64_t ri = 0; rows < 0 || ri < rows; ri++) {
         if (rows < 0) { /* single pass (tf_parse_small): rows are found as they come */
@@ -61,6 +63,28 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
         const uint8_t *const rec = p;
         const int64_t base = (row0 + ri) * cols;
         int64_t j = 0;
+#ifdef TF_FILL_FIELD
+        if (identity) { /* the whole record with the vector reader, while it can */
+            int nl = 0;
+            while (j < ncols_in && p < safe_end) {
+                uint64_t w;
+                int64_t q;
+                int neg;
+                const uint8_t *next = TF_FILL_FIELD(p, E, (uint8_t)delim, &w, &q, &neg, &nl);
+                if (__builtin_expect(next == NULL, 0)) break;
+                tf_val v;
+                if (__builtin_expect(!tf_convert_simple(w, q, neg, dt, &v), 0)) v = tf_value_cold(p, E, dt);
+                tf_store(out, base + j, dt, v);
+                p = next;
+                j++;
+                if (nl) break;
+            }
+            if (nl) {
+                if (__builtin_expect(j != ncols_in, 0)) return tf_fail_fields(sx, rec, j, ncols_in, err);
+                continue;
+            }
+        }
+#endif
         for (;;) { /* one field */
 #ifdef TF_FILL_FIELD
             if (__builtin_expect(E - p >= 64 && j < ncols_in, 1) && (identity || colmap[j] >= 0)) {
