@@ -17,8 +17,10 @@ timing so that the page cache is warm):
 Every method ends with a C-contiguous float32 torch tensor of shape (rows, 8). Runs
 are interleaved round-robin in one fresh process, so the first calls (binding the
 native functions, first page faults) are among the samples; each method's median wall
-time is reported, with ratios of medians (peer / tensorffi: above 1 means tensorffi is
-faster). tensorffi runs at each SIMD level this CPU has (TENSORFFI_SIMD is read per
+time is reported, with ratios of medians (pandas / method: above 1 means the method is
+faster than pandas). Single-threaded methods also get the median CPU time of the
+process (time.process_time), which other processes' load barely moves: on a shared
+machine their CPU ratio is the steadier figure. tensorffi runs at each SIMD level this CPU has (TENSORFFI_SIMD is read per
 call), with one thread and with all threads. Peers: pandas.read_csv(engine="c"),
 pyarrow and polars when installed (multi-threaded), numpy.loadtxt (once, it is slow).
 
@@ -153,23 +155,31 @@ def methods(path: Path, threads: int, levels: list[str], peers: bool) -> dict[st
     return m
 
 
-def measure(fns: dict[str, Callable[[], torch.Tensor]], repeats: int, slow: set[str]) -> dict[str, list[float]]:
+def measure(
+    fns: dict[str, Callable[[], torch.Tensor]], repeats: int, slow: set[str]
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall times, and CPU times of the process (for a single-threaded method, its
+    work: unlike wall time, barely moved by other processes' load). pandas' C engine
+    parses on a helper thread, so the process's time, not the calling thread's."""
     times: dict[str, list[float]] = {name: [] for name in fns}
+    cpu: dict[str, list[float]] = {name: [] for name in fns}
     reference = None
     for rep in range(repeats):
         for name, fn in fns.items():
             if name in slow and rep >= 1:
                 continue  # slow peers: one run
+            c0 = time.process_time()
             t0 = time.perf_counter()
             out = fn()
             times[name].append(time.perf_counter() - t0)
+            cpu[name].append(time.process_time() - c0)
             assert out.dtype is torch.float32 and out.is_contiguous() and out.shape[1] == COLS, name
             if reference is None:
                 reference = out
             elif not torch.equal(out, reference) and not torch.allclose(out, reference, rtol=1e-6, atol=0):
                 raise AssertionError(f"{name} disagrees with {next(iter(fns))}")
             del out
-    return times
+    return times, cpu
 
 
 def tiny(repeats: int) -> None:
@@ -259,14 +269,18 @@ def main() -> int:
         path = dataset(name, rows)
         size_mb = path.stat().st_size / 1e6
         fns = methods(path, threads, levels, args.peers)
-        times = measure(fns, repeats, slow={"numpy.loadtxt"})
+        times, cpu = measure(fns, repeats, slow={"numpy.loadtxt"})
         med = {k: statistics.median(v) for k, v in times.items()}
+        mcpu = {k: statistics.median(v) for k, v in cpu.items()}
         pandas = med['pandas.read_csv(engine="c")']
+        pandas_cpu = mcpu['pandas.read_csv(engine="c")']
         print(f"### {rows:,} rows x {COLS} columns, {what[name]}: {size_mb:.0f} MB -> float32 tensor ({load()})\n")
-        print("| method | median s | MB/s | runs | pandas / method |")
-        print("|---|---:|---:|---:|---:|")
+        print("| method | median s | MB/s | runs | pandas / method | CPU s (1 thread) | pandas / method, CPU |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
         for k, v in med.items():
-            print(f"| {k} | {v:.3f} | {size_mb / v:.0f} | {len(times[k])} | {pandas / v:.2f}x |")
+            single = "1 thread" in k or k.startswith("pandas") or k.startswith("numpy")
+            c = f"{mcpu[k]:.3f} | {pandas_cpu / mcpu[k]:.2f}x" if single else "- | -"
+            print(f"| {k} | {v:.3f} | {size_mb / v:.0f} | {len(times[k])} | {pandas / v:.2f}x | {c} |")
         print()
     print(f"At end: {load()}")
     return 0

@@ -2,8 +2,8 @@
 /* parse.c — numeric CSV to tensors: correctly rounded, parallel, precise about errors.
  *
  * Number conversion. The common field ([sign] digits [. digits] [exponent], then the
- * delimiter or a line end) is read, where the CPU has AVX2 or AVX-512 with VBMI, by a
- * vector reader (tf_field_avx2/tf_field_avx512): one 32-byte load classifies its
+ * delimiter or a line end) is read, where the CPU has AVX2, by a vector reader
+ * (tf_field_avx2): one 32-byte load classifies its
  * bytes, the field's length is the first byte that is neither digit nor '.', and one
  * shuffle plus a multiply-add chain turns up to 19 digits into w, with no branch on
  * how many digits there are (real data mixes lengths value by value; each
@@ -825,67 +825,6 @@ tf_field_avx2(const uint8_t *p, const uint8_t *end, const uint8_t delim, uint64_
     *neg_out = (int)minus;
     return next;
 }
-
-/* tf_field_avx2 with AVX-512 (VL, BW, VBMI) on the same 32 bytes: compares into mask
- * registers, and one cross-lane byte permutation (vpermb) in place of the two
- * shuffles, two lane broadcasts and blend that AVX2 needs. */
-static inline __attribute__((always_inline)) TF_TARGET_AVX512 const uint8_t *
-tf_field_avx512(const uint8_t *p, const uint8_t *end, const uint8_t delim, uint64_t *w_out, int64_t *q_out,
-                int *neg_out, int *nl_out) {
-    const __m256i v = _mm256_loadu_si256((const __m256i *)p);
-    const __m256i t = _mm256_sub_epi8(v, _mm256_set1_epi8('0'));
-    const uint64_t dm = (uint32_t)_mm256_cmple_epu8_mask(t, _mm256_set1_epi8(9));
-    const uint64_t dotm = (uint32_t)_mm256_cmpeq_epi8_mask(v, _mm256_set1_epi8('.'));
-    const uint8_t c0 = *p;
-    const unsigned minus = c0 == '-', s = minus | (c0 == '+');
-    const unsigned len = (unsigned)_tzcnt_u64(~(dm | dotm | s));
-    const unsigned il = (unsigned)_tzcnt_u64(~(dm >> s));
-    const unsigned dot = (unsigned)(dotm >> (s + il)) & 1;
-    const unsigned fl = len - s - il - dot;
-    const unsigned nd = il + fl;
-    if (__builtin_expect(len >= 32 || nd == 0 || nd > 19 || _mm_popcnt_u64(dotm & ((1ull << len) - 1)) > dot, 0))
-        return NULL;
-    const uint8_t *next, *x = p + len;
-    int64_t e = 0;
-    if (__builtin_expect(*x == delim, 1)) {
-        next = x + 1;
-        *nl_out = 0;
-    } else {
-        if ((*x | 0x20) == 'e') {
-            x = tf_scan_exponent(x + 1, end, &e);
-            if (!x) return NULL;
-        }
-        if (x < end && *x == delim) {
-            next = x + 1;
-            *nl_out = 0;
-        } else if (x < end && *x == '\n') {
-            next = x + 1;
-            *nl_out = 1;
-        } else if (x < end && *x == '\r' && x + 1 < end && x[1] == '\n') {
-            next = x + 2;
-            *nl_out = 1;
-        } else {
-            return NULL;
-        }
-    }
-    /* Output lane j >= 32 - nd takes byte s + k (+1 past the '.'), k = j - (32 - nd):
-     * the '.' is skipped from lane 32 - fl on. Lanes below 32 - nd are zero. */
-    const __m256i iota = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,
-                                          21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
-    const __m256i base = _mm256_add_epi8(iota, _mm256_set1_epi8((char)((int)nd - 32 + (int)s)));
-    const __mmask32 past_dot = (__mmask32)(~0ull << (32 - fl)), digits = (__mmask32)(~0ull << (32 - nd));
-    const __m256i src = _mm256_mask_add_epi8(base, past_dot, base, _mm256_set1_epi8(1));
-    const __m256i dig = _mm256_maskz_permutexvar_epi8(digits, src, t);
-    const __m256i d2 = _mm256_maddubs_epi16(dig, _mm256_set1_epi16(0x010A));
-    const __m256i d4 = _mm256_madd_epi16(d2, _mm256_set1_epi32(0x00010064));
-    const __m256i d8 = _mm256_madd_epi16(_mm256_packus_epi32(d4, d4), _mm256_set1_epi32(0x00012710));
-    const uint64_t g0 = (uint32_t)_mm256_extract_epi32(d8, 1);
-    const uint64_t g1 = (uint32_t)_mm256_extract_epi32(d8, 4), g2 = (uint32_t)_mm256_extract_epi32(d8, 5);
-    *w_out = (g0 * 100000000u + g1) * 100000000u + g2;
-    *q_out = e - (int64_t)fl;
-    *neg_out = (int)minus;
-    return next;
-}
 #endif
 
 /* w * 10^q (w exact, at most 19 digits) converted to type dt, rounded once; 0 if the
@@ -1537,13 +1476,14 @@ static int tf_noise_line(const tf_syntax *sx, const uint8_t *p, const uint8_t **
 
 /* The parser's SIMD level: tf_simd_level() (the CPU, capped by TENSORFFI_SIMD), less
  * what the parser's own kernels need. The AVX2 kernels also use BMI1/BMI2 and POPCNT
- * (every AVX2 CPU has them, but a virtual machine may hide them). The AVX-512 kernels
- * (the record-counting scan on 64-byte registers with mask compares; the field reader
- * on 32 bytes with mask compares and one cross-lane vpermb) need VBMI, which also
- * keeps them off the first AVX-512 CPUs (Skylake-X), whose clock drops under 512-bit
- * work. Measured on Zen 4 (benchmarks/RESULTS.md), AVX-512 counts records about 12%
- * faster than AVX2 and reads fields a few percent faster, so it is chosen where VBMI
- * is present; TENSORFFI_SIMD=avx2 selects the AVX2 kernels. */
+ * (every AVX2 CPU has them, but a virtual machine may hide them). At AVX512 (which
+ * needs VBMI too, keeping the first AVX-512 CPUs, whose clock drops under 512-bit
+ * work, on AVX2) pass 1 counts records in 64-byte registers with mask compares, about
+ * 12% faster than AVX2 on Zen 4; pass 2 keeps the AVX2 field reader. An AVX-512 field
+ * reader (mask compares, one vpermb for the shuffle) was measured too: as fast as the
+ * AVX2 one at best, 1.7x slower in the build the package ships (-fwrapv, which Python
+ * adds, changed gcc's register allocation of the loop), so it did not earn its place
+ * (benchmarks/RESULTS.md). TENSORFFI_SIMD=avx2 selects the AVX2 kernels throughout. */
 int tf_parse_simd(void) {
     int level = tf_simd_level();
 #if TF_X86
@@ -2077,10 +2017,6 @@ typedef struct {
 #define TF_FILL_TARGET TF_TARGET_AVX2
 #define TF_FILL_FIELD tf_field_avx2
 #include "parse_fill.h"
-#define TF_FILL_SFX avx512
-#define TF_FILL_TARGET TF_TARGET_AVX512
-#define TF_FILL_FIELD tf_field_avx512
-#include "parse_fill.h"
 #endif
 
 static int tf_fill(const char *fname, int dt, const uint8_t *data, int64_t n, int delimiter, int comment,
@@ -2131,17 +2067,16 @@ static int tf_fill(const char *fname, int dt, const uint8_t *data, int64_t n, in
     if (!fc.errs) return tf_error(TF_ENOMEM, "%s: out of memory for %lld chunks", fname, (long long)nchunks);
     tf_runner r;
     tf_runner_init(&r, nchunks, total, fn, handle);
-    static void (*const works[3][4])(tf_runner *, int64_t, int) = {
+    /* Pass 2 runs the AVX2 field reader at AVX2 and above (see tf_parse_simd). */
+    static void (*const works[2][4])(tf_runner *, int64_t, int) = {
         {tf_fill_work_f32_base, tf_fill_work_f64_base, tf_fill_work_f16_base, tf_fill_work_bf16_base},
 #if TF_X86
         {tf_fill_work_f32_avx2, tf_fill_work_f64_avx2, tf_fill_work_f16_avx2, tf_fill_work_bf16_avx2},
-        {tf_fill_work_f32_avx512, tf_fill_work_f64_avx512, tf_fill_work_f16_avx512, tf_fill_work_bf16_avx512},
 #else
-        {tf_fill_work_f32_base, tf_fill_work_f64_base, tf_fill_work_f16_base, tf_fill_work_bf16_base},
         {tf_fill_work_f32_base, tf_fill_work_f64_base, tf_fill_work_f16_base, tf_fill_work_bf16_base},
 #endif
     };
-    r.work = works[fc.sx.simd][dt];
+    r.work = works[fc.sx.simd >= TF_SIMD_AVX2][dt];
     r.ctx = &fc;
     tf_runner_run(&r, nthreads);
     int64_t bad = __atomic_load_n(&r.stop_after, __ATOMIC_RELAXED);
@@ -2248,9 +2183,8 @@ static void tf_small_run(void *arg) {
     tf_runner_init(&r, 1, region, NULL, NULL);
     r.ctx = fc;
 #if TF_X86
-    int bad = fc->sx.simd >= TF_SIMD_AVX512 ? tf_fill_single_avx512(&r, fc, job->dt, &job->err)
-              : fc->sx.simd == TF_SIMD_AVX2 ? tf_fill_single_avx2(&r, fc, job->dt, &job->err)
-                                            : tf_fill_single_base(&r, fc, job->dt, &job->err);
+    int bad = fc->sx.simd >= TF_SIMD_AVX2 ? tf_fill_single_avx2(&r, fc, job->dt, &job->err)
+                                          : tf_fill_single_base(&r, fc, job->dt, &job->err);
 #else
     int bad = tf_fill_single_base(&r, fc, job->dt, &job->err);
 #endif
