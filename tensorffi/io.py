@@ -41,6 +41,7 @@ from __future__ import annotations
 import io as _stdio
 import mmap
 import os
+import threading
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -230,10 +231,10 @@ def _read(
 ) -> Any:
     n = buf.shape[0]
     start = 3 if n >= 3 and buf[0] == 0xEF and bytes(buf[:3]) == _BOM else 0
-    errinfo = np.zeros(5, dtype=np.int64)
     if n <= _SMALL_BYTES and usecols is None and not progress and _CHUNK_BYTES is None:
         return _read_small(buf, name, kernel, want_numpy, delim, comment, header, skiprows, missing, limit, start,
-                           errinfo, return_names)
+                           return_names)
+    errinfo = np.zeros(5, dtype=np.int64)
 
     # The first record: header or data? How many columns?
     max_fields = 64
@@ -345,15 +346,14 @@ class _HeldStorage:
 
 def _read_small(
     buf: np.ndarray, name: str, kernel: str, want_numpy: bool, delim: int, comment: int, header: Any,
-    skiprows: int, missing: float, limit: int, start: int, errinfo: np.ndarray, return_names: bool,
+    skiprows: int, missing: float, limit: int, start: int, return_names: bool,
 ) -> Any:
     """The whole parse in one native call (tf_parse_small_*): into a buffer of
     n - start + 1 values (every field but the last ends with its own delimiter or line
-    end, so no input has more), shrunk in place to the rows found."""
+    end, so no input has more), then trimmed to the rows found."""
     n = int(buf.shape[0])
     out = np.empty(n - start + 1, dtype=_RAW[kernel])
-    meta = np.empty(64 * 3 + 5, dtype=np.int64)
-    spans, info = meta[:192].reshape(64, 3), meta[192:]
+    spans, info, errinfo = _small_meta()
     _call(
         _small[kernel], (buf, name, errinfo), buf, start, skiprows, delim, comment, _HEADER[header], limit, missing,
         out=out, spans=spans, info=info, errinfo=errinfo,
@@ -362,9 +362,9 @@ def _read_small(
     names: list[str] | None = None
     if is_header and return_names:
         if cols > spans.shape[0]:  # a wide header: its spans again, all of them
-            spans = np.empty((cols, 3), dtype=np.int64)
+            spans = torch.empty((cols, 3), dtype=torch.int64)
             _call(_record, (buf, name, errinfo), buf, start, skiprows, delim, comment, spans=spans,
-                  info=np.empty(4, dtype=np.int64), errinfo=errinfo)
+                  info=torch.empty(4, dtype=torch.int64), errinfo=errinfo)
         names = [_field_text(buf, spans[i]) for i in range(cols)]
     elif header is True and first < 0:
         names = []
@@ -382,13 +382,27 @@ def _read_small(
     return (result, names) if return_names else result
 
 
+_meta = threading.local()
+
+
+def _small_meta() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The small path's spans [64, 3], info [5] and errinfo [5]: views of one int64
+    tensor per thread, made once (the call is all fixed costs; the bridge binds
+    tensors faster than arrays). Nothing else runs on this thread while they are in use:
+    the small path has no callbacks."""
+    views = getattr(_meta, "views", None)
+    if views is None:
+        meta = torch.empty(64 * 3 + 10, dtype=torch.int64)
+        views = _meta.views = (meta[:192].view(64, 3), meta[192:197], meta[197:])
+    return views
+
+
 def _call(fn: Callable[..., Any], where: tuple[np.ndarray, str, np.ndarray], *args: Any,
           scope: CallbackScope | None = None, **kwargs: Any) -> Any:
     """Call a parse kernel; a TF_EPARSE status becomes a ParseError with its position.
 
     ``where`` is (input buffer, its name, the errinfo array the kernel fills)."""
-    buf, name, errinfo = where
-    errinfo[:] = 0
+    buf, name, errinfo = where  # C fills errinfo whenever it reports TF_EPARSE
     try:
         return scope.call(fn, *args, **kwargs) if scope is not None else fn(*args, **kwargs)
     except ParseError as exc:
