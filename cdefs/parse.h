@@ -78,21 +78,24 @@ int tf_parse_fill_bf16(const uint8_t *data, int64_t n, int delimiter, int commen
  * record is parsed, in one pass on the calling thread, into out[rows][columns] with
  * all columns kept and at most max_rows rows (max_rows < 0: no limit). out holds cap
  * values: at least (n - data start + 1) suffice for any input, since every field but
- * the last ends with its own delimiter or line end. spans as tf_parse_record (of the
- * first record, header or data); info = {rows, columns, 1 if the first record was the
- * header, start of the first record (-1: none), start of the data}. */
+ * the last ends with its own delimiter or line end. meta (nmeta >= 10 int64) holds the
+ * bookkeeping, one buffer rather than three (this call is all fixed costs): meta[0..5)
+ * = info {rows, columns, 1 if the first record was the header, start of the first
+ * record (-1: none), start of the data}; meta[5..10) = errinfo; then the spans of the
+ * first record (header or data) as tf_parse_record writes them, for up to
+ * (nmeta - 10) / 3 fields. */
 int tf_parse_small_f32(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment,
-                       int header, int64_t max_rows, double missing, float *out, int64_t cap, int64_t *spans,
-                       int64_t max_fields, int64_t *info, int64_t *errinfo);
+                       int header, int64_t max_rows, double missing, float *out, int64_t cap, int64_t *meta,
+                       int64_t nmeta);
 int tf_parse_small_f64(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment,
-                       int header, int64_t max_rows, double missing, double *out, int64_t cap, int64_t *spans,
-                       int64_t max_fields, int64_t *info, int64_t *errinfo);
+                       int header, int64_t max_rows, double missing, double *out, int64_t cap, int64_t *meta,
+                       int64_t nmeta);
 int tf_parse_small_f16(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment,
-                       int header, int64_t max_rows, double missing, uint16_t *out, int64_t cap, int64_t *spans,
-                       int64_t max_fields, int64_t *info, int64_t *errinfo);
+                       int header, int64_t max_rows, double missing, uint16_t *out, int64_t cap, int64_t *meta,
+                       int64_t nmeta);
 int tf_parse_small_bf16(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment,
-                        int header, int64_t max_rows, double missing, uint16_t *out, int64_t cap, int64_t *spans,
-                        int64_t max_fields, int64_t *info, int64_t *errinfo);
+                        int header, int64_t max_rows, double missing, uint16_t *out, int64_t cap, int64_t *meta,
+                        int64_t nmeta);
 
 /* The SIMD level the parser runs at on this CPU (TF_SIMD_*), after the TENSORFFI_SIMD
  * cap and the parser's own measured preference (see parse.c). */

@@ -2197,12 +2197,13 @@ static void tf_small_run(void *arg) {
 
 static int tf_small(const char *fname, int dt, const uint8_t *data, int64_t n, int64_t start, int64_t skiplines,
                     int delimiter, int comment, int header, int64_t max_rows, double missing, void *out, int64_t cap,
-                    int64_t *spans, int64_t max_fields, int64_t *info, int64_t *errinfo) {
+                    int64_t *meta, int64_t nmeta) {
     int rc = tf_check_syntax(fname, data, n, delimiter, comment);
     if (rc) return rc;
-    if (start < 0 || start > n || skiplines < 0 || max_fields < 0 || header < 0 || header > 2 || cap < 0)
-        return tf_error(TF_EINVAL, "%s: invalid start=%lld, skiplines=%lld, max_fields=%lld, header=%d or cap=%lld",
-                        fname, (long long)start, (long long)skiplines, (long long)max_fields, header, (long long)cap);
+    if (start < 0 || start > n || skiplines < 0 || nmeta < 10 || header < 0 || header > 2 || cap < 0)
+        return tf_error(TF_EINVAL, "%s: invalid start=%lld, skiplines=%lld, nmeta=%lld, header=%d or cap=%lld", fname,
+                        (long long)start, (long long)skiplines, (long long)nmeta, header, (long long)cap);
+    int64_t *info = meta, *errinfo = meta + 5, *spans = meta + 10, max_fields = (nmeta - 10) / 3;
     tf_small_job job;
     memset(&job, 0, sizeof job);
     tf_syntax_init(&job.fc.sx, data, n, delimiter, comment);
@@ -2230,10 +2231,9 @@ static int tf_small(const char *fname, int dt, const uint8_t *data, int64_t n, i
 
 #define TF_SMALL(name, dt, T)                                                                                         \
     int name(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment, int header, \
-             int64_t max_rows, double missing, T *out, int64_t cap, int64_t *spans, int64_t max_fields, int64_t *info,  \
-             int64_t *errinfo) {                                                                                      \
+             int64_t max_rows, double missing, T *out, int64_t cap, int64_t *meta, int64_t nmeta) {                   \
         return tf_small(#name, dt, data, n, start, skiplines, delimiter, comment, header, max_rows, missing, out, cap,  \
-                        spans, max_fields, info, errinfo);                                                            \
+                        meta, nmeta);                                                                                 \
     }
 TF_SMALL(tf_parse_small_f32, TF_DT_F32, float)
 TF_SMALL(tf_parse_small_f64, TF_DT_F64, double)

@@ -60,7 +60,7 @@ _record = native("tf_parse_record", "data: [n]; spans: out [max_fields, 3]; info
 _count = native("tf_parse_count", "data: [n]; chunks: out [nchunks, 4]; total_rows: out [1]")
 _FILL_CONTRACT = "data: [n]; chunks: [nchunks, 4]; colmap: [ncols_in]; out: out [rows, cols]; errinfo: out [5]"
 _fill = {name: native(f"tf_parse_fill_{name}", _FILL_CONTRACT) for name in ("f32", "f64", "f16", "bf16")}
-_SMALL_CONTRACT = "data: [n]; out: out [cap]; spans: out [max_fields, 3]; info: out [5]; errinfo: out [5]"
+_SMALL_CONTRACT = "data: [n]; out: out [cap]; meta: out [nmeta]"
 _small = {name: native(f"tf_parse_small_{name}", _SMALL_CONTRACT) for name in ("f32", "f64", "f16", "bf16")}
 
 #: Inputs up to this size (and without usecols or a progress callback) are parsed in
@@ -353,10 +353,10 @@ def _read_small(
     end, so no input has more), then trimmed to the rows found."""
     n = int(buf.shape[0])
     out = np.empty(n - start + 1, dtype=_RAW[kernel])
-    spans, info, errinfo = _small_meta()
+    meta, info, errinfo, spans = _small_meta()
     _call(
         _small[kernel], (buf, name, errinfo), buf, start, skiprows, delim, comment, _HEADER[header], limit, missing,
-        out=out, spans=spans, info=info, errinfo=errinfo,
+        out=out, meta=meta,
     )
     rows, cols, is_header, first, _ = info.tolist()
     names: list[str] | None = None
@@ -385,15 +385,16 @@ def _read_small(
 _meta = threading.local()
 
 
-def _small_meta() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The small path's spans [64, 3], info [5] and errinfo [5]: views of one int64
-    tensor per thread, made once (the call is all fixed costs; the bridge binds
-    tensors faster than arrays). Nothing else runs on this thread while they are in use:
-    the small path has no callbacks."""
+def _small_meta() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The small path's bookkeeping buffer (tf_parse_small_*'s meta: info, errinfo, and
+    the spans of 64 fields) and views of its parts: one int64 tensor per thread, made
+    once (the call is all fixed costs, and the bridge binds a tensor faster than an
+    array). Nothing else runs on this thread while it is in use: the small path has no
+    callbacks."""
     views = getattr(_meta, "views", None)
     if views is None:
-        meta = torch.empty(64 * 3 + 10, dtype=torch.int64)
-        views = _meta.views = (meta[:192].view(64, 3), meta[192:197], meta[197:])
+        meta = torch.empty(10 + 64 * 3, dtype=torch.int64)
+        views = _meta.views = (meta, meta[:5], meta[5:10], meta[10:].view(64, 3))
     return views
 
 

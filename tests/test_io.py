@@ -1135,6 +1135,14 @@ def test_small_inputs_take_one_native_call(rng, monkeypatch, parse_path):
     assert calls == (["small"] if parse_path == "one-call" else ["_record", "_count"])
 
 
+def test_wide_headers_keep_every_name(rng, parse_path):
+    names = [f"c{i}" for i in range(150)]
+    values = rng.standard_normal((5, 150))
+    data = (",".join(names) + "\n" + "\n".join(",".join(repr(v) for v in row) for row in values.tolist())).encode()
+    got, got_names = tio.read_csv(data, dtype="float64", return_names=True)
+    assert got_names == names and np.array_equal(got.numpy(), values)
+
+
 def big_file(tmp_path: Path, rng: np.random.Generator, rows: int = 20000) -> Path:
     data, _ = big_csv(rng, rows)
     path = tmp_path / "big.csv"
