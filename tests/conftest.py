@@ -1,16 +1,63 @@
 # SPDX-License-Identifier: MIT
-"""Shared fixtures: input kinds (torch, NumPy) and a fresh random generator."""
+"""Shared fixtures: input kinds (torch, NumPy) and a fresh random generator; the
+Hypothesis profiles.
+
+Hypothesis (property and fuzz tests) is deterministic by default: profile ``default``
+draws from a fixed seed (``TENSORFFI_HYPOTHESIS_SEED``, default 0) and first replays
+the failing examples stored in ``tests/hypothesis-db/`` (read-only, in the repository)
+and in ``.hypothesis/`` (this checkout's own failures). ``HYPOTHESIS_PROFILE=random``
+draws fresh cases on every run (the slow random-seed run, tests/fuzz/).
+
+The ``rng`` fixture gives plain tests fresh random inputs on every run (the seed is
+printed on failure); ``TENSORFFI_TEST_SEED=N`` replays one.
+"""
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, settings
+from hypothesis.database import DirectoryBasedExampleDatabase, MultiplexedDatabase, ReadOnlyDatabase
+
+TESTS = Path(__file__).resolve().parent
+HYPOTHESIS_DB = TESTS / "hypothesis-db"
+
+_database = MultiplexedDatabase(
+    DirectoryBasedExampleDatabase(TESTS.parent / ".hypothesis" / "examples"),
+    ReadOnlyDatabase(DirectoryBasedExampleDatabase(HYPOTHESIS_DB)),
+)
+settings.register_profile("default", database=_database, print_blob=True)
+settings.register_profile(
+    "random", database=_database, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
+)
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "default")
+settings.load_profile(PROFILE)
+if PROFILE != "random":
+    # What pytest's --hypothesis-seed does (an explicit --hypothesis-seed still wins).
+    import hypothesis.core
+
+    hypothesis.core.global_force_seed = int(os.environ.get("TENSORFFI_HYPOTHESIS_SEED", "0"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A mutation run (tests/mutation/) must test the scratch copy's tensorffi.
+    expect = os.environ.get("TENSORFFI_EXPECT_ROOT")
+    if expect:
+        import tensorffi
+
+        where = Path(tensorffi.__file__).resolve()
+        if not where.is_relative_to(Path(expect).resolve()):
+            pytest.exit(f"tensorffi imported from {where}, not from {expect}", returncode=3)
 
 
 @pytest.fixture
 def rng() -> np.random.Generator:
     """A fresh, randomly seeded generator; the seed is printed on failure."""
-    seed = int(np.random.SeedSequence().entropy % (2**32))
+    fixed = os.environ.get("TENSORFFI_TEST_SEED")
+    seed = int(fixed) if fixed else int(np.random.SeedSequence().entropy % (2**32))
     print(f"rng seed = {seed}")
     return np.random.default_rng(seed)
 

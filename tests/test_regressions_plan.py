@@ -1,0 +1,245 @@
+# SPDX-License-Identifier: MIT
+"""Regressions a user would suffer, through the public API only.
+
+These target code under rewrite (the bridge, the operator layer, the contract plan,
+compile()), so they use nothing but ``tensorffi.compile``, ``tensorffi.ops.register``,
+``tensorffi.io.read_csv``, ``torch.library.opcheck``, meta tensors and
+``FakeTensorMode``: they must survive the rewrite unchanged. Each one kills a planted
+bug of tests/mutation/mutants.py that the rest of the suite let through (named in
+each docstring).
+"""
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+import torch
+
+import tensorffi
+from tensorffi import DTypeError, ShapeError, ops
+
+CDEF = """
+void interleave(const float *a, const float *b, float *out, int64_t n);
+void pair_sums(const double *x, double *y, int64_t n);
+void add_reversed(const double *a, const double *b, double *out, int64_t n);
+double sum_all(const double *x, int64_t count);
+void twice(float *data, int size);
+"""
+
+SOURCE = r"""
+#include <stdint.h>
+/* out = a0 b0 a1 b1 ...: an output twice as long as its inputs. */
+void interleave(const float *a, const float *b, float *out, int64_t n) {
+    for (int64_t i = 0; i < n; i++) { out[2 * i] = a[i]; out[2 * i + 1] = b[i]; }
+}
+/* y[i] = x[2i] + x[2i+1]: an input twice as long as its output. */
+void pair_sums(const double *x, double *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = x[2 * i] + x[2 * i + 1];
+}
+/* out[i] = a[n-1-i] + b[i]: wrong if a's memory is reused by b or by out. */
+void add_reversed(const double *a, const double *b, double *out, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = a[n - 1 - i] + b[i];
+}
+double sum_all(const double *x, int64_t count) {
+    double s = 0.0;
+    for (int64_t i = 0; i < count; i++) s += x[i];
+    return s;
+}
+void twice(float *data, int size) {
+    for (int i = 0; i < size; i++) data[i] *= 2.0f;
+}
+"""
+
+CONTRACTS = {
+    "interleave": "a: [n]; b: [n]; out: out [2*n]",
+    "pair_sums": "x: [2*n]; y: out [n]",
+    "add_reversed": "a: [n]; b: [n]; out: out [n]",
+    "sum_all": "x: [r, c]; count = numel(x)",
+    # twice: no contract, so its calls take the bridge's generated fast path
+}
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("tfcache-regressions")
+    return tensorffi.compile("regressions_plan", CDEF, source=SOURCE, contracts=CONTRACTS, cache=cache)
+
+
+@pytest.fixture(scope="module")
+def interleave_op(lib):
+    return ops.register(lib.interleave, "tfregress::interleave")
+
+
+def _interleave_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    out = np.empty(2 * len(a), a.dtype)
+    out[0::2], out[1::2] = a, b
+    return out
+
+
+# --------------------------------------------------------------------------- #
+# An output dimension with a factor ([2*n])                                     #
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize("n", [1, 3, 64, 1000])
+def test_factor_output_operator_eager_matches_reference(lib, interleave_op, rng, n):
+    """mutant op-out-factor-dropped: the operator allocated n elements for out [2*n]
+    and C wrote 2*n (a heap overflow in every user operator with a factor)."""
+    a = rng.standard_normal(n).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    ref = _interleave_ref(a, b)
+    for out in (
+        lib.interleave(torch.from_numpy(a), torch.from_numpy(b)),  # the bound function
+        torch.ops.tfregress.interleave(torch.from_numpy(a), torch.from_numpy(b)),  # the operator
+        lib.interleave(a, b),  # NumPy in, NumPy out
+    ):
+        assert tuple(out.shape) == (2 * n,)
+        np.testing.assert_array_equal(np.asarray(out), ref)
+
+
+def test_factor_output_operator_shape_rule(interleave_op, rng):
+    """mutant fake-factor-ignored: the derived shape rule gave out [2*n] n elements,
+    so torch.compile and meta/fake tensors saw the wrong shape."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    n = int(rng.integers(2, 50))
+    a, b = torch.randn(n), torch.randn(n)
+    meta = torch.ops.tfregress.interleave(a.to("meta"), b.to("meta"))
+    assert meta.shape == (2 * n,) and meta.device.type == "meta" and meta.dtype == torch.float32
+    with FakeTensorMode() as mode:
+        fa, fb = mode.from_tensor(a), mode.from_tensor(b)
+        fake = torch.ops.tfregress.interleave(fa, fb)
+        assert fake.shape == (2 * n,)
+    torch.library.opcheck(torch.ops.tfregress.interleave.default, (a, b))
+
+    def f(x, y):
+        return torch.ops.tfregress.interleave(x, y) * 2
+
+    compiled = torch.compile(f, fullgraph=True, backend="eager")
+    np.testing.assert_array_equal(compiled(a, b).numpy(), 2 * _interleave_ref(a.numpy(), b.numpy()))
+
+
+def test_factor_input_size_must_be_a_multiple(lib, rng):
+    """mutant factor-multiple-unchecked: x: [2*n] with 7 elements was taken as n = 3,
+    the last element silently ignored."""
+    x = rng.standard_normal(8)
+    np.testing.assert_allclose(lib.pair_sums(x), x[0::2] + x[1::2], rtol=1e-15)
+    for bad in (7, 9, 1):
+        for arg in (rng.standard_normal(bad), torch.randn(bad, dtype=torch.float64)):
+            with pytest.raises(ShapeError, match="argument 'x'"):
+                lib.pair_sums(arg)
+
+
+# --------------------------------------------------------------------------- #
+# Memory C reads                                                               #
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize("n", [5, 40, 300, 5000, 40000])
+def test_noncontiguous_numpy_copy_stays_alive_during_the_call(lib, rng, n):
+    """mutant ndarray-copy-not-kept-alive: the contiguous copy of a non-contiguous
+    NumPy input was freed before C ran, so C read memory that the next copy (b's) or
+    the output reused, or that was unmapped. add_reversed reads a backwards, so any
+    reuse of a's memory changes the result."""
+    for _ in range(3):
+        big_a = rng.standard_normal(2 * n)
+        big_b = rng.standard_normal(3 * n)
+        a, b = big_a[::2], big_b[::3]  # both copied by the bridge
+        assert not a.flags.c_contiguous and not b.flags.c_contiguous
+        churn = [np.empty(k) for k in (n, n // 2 + 1, 2 * n)]  # allocator activity between calls
+        out = lib.add_reversed(a, b)
+        del churn
+        np.testing.assert_array_equal(out, a[::-1] + b)
+        gc.collect()
+    # torch: the same promise
+    ta, tb = torch.from_numpy(rng.standard_normal(2 * n))[::2], torch.from_numpy(rng.standard_normal(2 * n))[1::2]
+    np.testing.assert_array_equal(lib.add_reversed(ta, tb).numpy(), ta.numpy()[::-1] + tb.numpy())
+
+
+def test_numel_fill_counts_every_element(lib, rng):
+    """mutant numel-fill-first-dim: count = numel(x) passed only x's first dimension."""
+    for shape in ((3, 4), (1, 7), (5, 1), (6, 9)):
+        x = rng.standard_normal(shape)
+        assert lib.sum_all(x) == pytest.approx(x.sum(), rel=1e-12)
+        assert lib.sum_all(torch.from_numpy(x)) == pytest.approx(x.sum(), rel=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.int32, torch.bfloat16])
+def test_wrong_dtype_into_float_pointer_is_refused(lib, rng, dtype):
+    """mutant fast-path-dtype-unchecked: the generated fast path handed a float64
+    tensor to float * (C reinterpreted its bytes). A dense, contiguous tensor of the
+    wrong dtype must be refused, its data untouched."""
+    ref = torch.from_numpy(rng.standard_normal(16)).to(dtype)
+    x = ref.clone()
+    for _ in range(3):  # the first call may take another path than the next ones
+        with pytest.raises(DTypeError, match="argument 'data'"):
+            lib.twice(x, 16)
+    assert torch.equal(x, ref)
+    good = torch.from_numpy(rng.standard_normal(16).astype(np.float32))
+    want = good.numpy() * 2
+    for _ in range(3):
+        lib.twice(good, 16)
+        np.testing.assert_array_equal(good.numpy(), want)
+        want = want * 2
+
+
+# --------------------------------------------------------------------------- #
+# compile(): the cache key                                                     #
+# --------------------------------------------------------------------------- #
+
+
+def test_compile_cache_key_includes_define_macros(tmp_path):
+    """mutant cache-key-without-define-macros: a changed -D silently reused the old
+    binary from the cache."""
+    cdef = "int macro_value(void);"
+    src = "int macro_value(void) { return VALUE; }"
+    seen = []
+    for value in ("11", "22", "11"):
+        lib = tensorffi.compile(
+            "regress_macro", cdef, source=src, define_macros=[("VALUE", value)],
+            contracts={"macro_value": "return: value"}, cache=tmp_path,
+        )
+        seen.append(lib.macro_value())
+    assert seen == [11, 22, 11]
+
+
+# --------------------------------------------------------------------------- #
+# read_csv: error positions after quoted newlines                              #
+# --------------------------------------------------------------------------- #
+
+
+def _chunk_sizes():
+    """The default, and tiny chunks (so pass 1 cuts inside the quoted field) where the
+    parser exposes its chunk size."""
+    import tensorffi.io as tio
+
+    yield None
+    if hasattr(tio, "_CHUNK_BYTES"):
+        yield from (4, 7, 16)
+
+
+@pytest.mark.parametrize("eol", ["\n", "\r\n"])
+def test_parse_error_line_after_quoted_newline(monkeypatch, eol):
+    """mutant parse-quote-only-right-after-delimiter: a quote after a blank did not
+    open a quoted field for the record counter, so a quoted newline there ended a
+    record: wrong rows, and errors reported on the wrong line."""
+    import tensorffi.io as tio
+
+    header = f'a, "b{eol}c",d'
+    good_rows = [f"{i}.5,{i},{i}e1" for i in range(12)]
+    good = (eol.join([header, *good_rows]) + eol).encode()
+    bad_rows = list(good_rows)
+    bad_rows[8] = "8.5,8,x"
+    bad = (eol.join([header, *bad_rows]) + eol).encode()
+    ref = np.array([[float(v) for v in r.split(",")] for r in good_rows])
+    for chunk in _chunk_sizes():
+        if chunk is not None:
+            monkeypatch.setattr(tio, "_CHUNK_BYTES", chunk)
+        table, names = tio.read_csv(good, dtype=torch.float64, return_names=True, threads=2)
+        assert names == ["a", f"b{eol}c", "d"]
+        np.testing.assert_array_equal(table.numpy(), ref)
+        with pytest.raises(tensorffi.ParseError) as info:
+            tio.read_csv(bad, threads=2)
+        # header: physical lines 1-2; data row 8 is on line 3 + 8
+        assert (info.value.line, info.value.column, info.value.text) == (11, 7, "x"), chunk
