@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     if not args.no_baseline:
         print(f"baseline: the selections of {len(chosen)} mutant(s) on the unmutated tree ...", flush=True)
-        bad = run_baseline([m.tests for m in chosen], timeout=args.timeout * 2)
+        bad = run_baseline([m.tests for m in chosen], jobs=args.jobs, timeout=args.timeout)
         if bad is not None:
             print(f"ERROR: {bad.detail}\n{bad.log}")
             return 2

@@ -173,17 +173,22 @@ def run_mutant(mutant: Mutant, *, keep: bool = False, timeout: float = 900.0, wo
             shutil.rmtree(tree, ignore_errors=True)
 
 
-def run_baseline(selections: list[tuple[str, ...]], *, timeout: float = 1800.0, workdir: str | None = None) -> Result | None:
-    """Run the union of the selections on an unmutated copy: a kill means nothing if
-    the tests fail without the bug. Returns an error Result, or None if green."""
-    tests = tuple(dict.fromkeys(t for sel in selections for t in sel))
+def run_baseline(selections: list[tuple[str, ...]], *, jobs: int = 1, timeout: float = 1800.0,
+                 workdir: str | None = None) -> Result | None:
+    """Run each selection on one unmutated copy: a kill means nothing if the tests
+    fail without the bug. Returns an error Result, or None if all are green."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    unique = list(dict.fromkeys(selections))
     tree = Path(tempfile.mkdtemp(prefix="tf-mutant-baseline-", dir=workdir))
-    base = Mutant("baseline", "", "", "", "the unmutated tree", tests)
     try:
         copy_tree(tree, with_native=True)
-        rc, out = run_tests(tree, tests, timeout)
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            runs = list(pool.map(lambda sel: (sel, *run_tests(tree, sel, timeout)), unique))
     finally:
         shutil.rmtree(tree, ignore_errors=True)
-    if rc != 0:
-        return Result(base, "error", f"the selected tests fail on the unmutated tree (exit {rc})", log=out)
+    for sel, rc, out in runs:
+        if rc != 0:
+            base = Mutant("baseline", "", "", "", "the unmutated tree", sel)
+            return Result(base, "error", f"{' '.join(sel)} fails on the unmutated tree (exit {rc})", log=out)
     return None
