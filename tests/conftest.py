@@ -126,3 +126,52 @@ def userlib(request: pytest.FixtureRequest, userlib_so, cache):
         libraries=["m"],
         cache=cache,
     )
+
+
+def gil_released_between_reports(run, sizes) -> list[int]:
+    """Prove that a C call releases the GIL between two of its progress reports,
+    without timing anything.
+
+    ``run(size, progress)`` makes one call of work ``size`` reporting to
+    ``progress(done, total)``. Python's thread switching is turned off (a huge
+    switch interval), so another Python thread can run only where a thread gives
+    up the GIL itself. At the first report the callback wakes a helper thread,
+    which needs the GIL to record that it ran; every report notes whether it has.
+    The helper can have run before a later report of the same call only if the C
+    code between the two reports released the GIL. A call that reports once (too
+    little work: reports are rate-limited) or whose reports came too close together
+    for the helper to be scheduled is repeated with the next, larger ``size``, so
+    the test never skips; a call holding the GIL fails at every size.
+
+    Returns what each report saw (0: helper not yet run, 1: run) of the call that
+    showed the release.
+    """
+    import sys
+    import threading
+
+    old = sys.getswitchinterval()
+    tried: list[tuple[int, list[int]]] = []
+    sys.setswitchinterval(1000.0)
+    try:
+        for size in sizes:
+            go = threading.Event()
+            ran: list[int] = []
+            seen: list[int] = []
+            helper = threading.Thread(target=lambda: (go.wait(), ran.append(1)))
+            helper.start()
+
+            def progress(done: int, total: int) -> None:
+                seen.append(len(ran))
+                go.set()
+
+            try:
+                run(size, progress)
+            finally:
+                go.set()
+                helper.join()
+            tried.append((size, seen))
+            if len(seen) >= 2 and seen[0] == 0 and seen[-1] == 1:
+                return seen
+    finally:
+        sys.setswitchinterval(old)
+    raise AssertionError(f"no other thread ran between two progress reports: (size, reports) {tried}")

@@ -523,21 +523,16 @@ def test_ctrl_c_stops_promptly(rng):
 
 
 def test_the_gil_is_released(rng):
+    """Another Python thread runs while C integrates (tests/conftest.py explains the
+    proof: no timing, no sleeps)."""
+    from conftest import gil_released_between_reports
+
     pos, vel, mass = random_system(rng, 1, 1500, np.float32, batched=False)
-    done = threading.Event()
-
-    def work():
-        ph.nbody(pos, vel, mass, dt=1e-4, steps=200, threads=1)
-        done.set()
-
-    t = threading.Thread(target=work)
-    t.start()
-    ticks = 0
-    while not done.is_set():
-        ticks += 1
-        time.sleep(0.001)
-    t.join()
-    assert ticks > 5  # the main thread ran Python while C integrated
+    seen = gil_released_between_reports(
+        lambda steps, progress: ph.nbody(pos, vel, mass, dt=1e-4, steps=steps, threads=1, progress=progress),
+        [50 * 2**k for k in range(7)],
+    )
+    assert seen[0] == 0 and seen[-1] == 1, seen
 
 
 def test_demo_runs():

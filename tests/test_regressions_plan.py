@@ -25,6 +25,7 @@ void pair_sums(const double *x, double *y, int64_t n);
 void add_reversed(const double *a, const double *b, double *out, int64_t n);
 double sum_all(const double *x, int64_t count);
 void twice(float *data, int size);
+void scale_inplace(double *x, int64_t n, double a);
 """
 
 SOURCE = r"""
@@ -49,6 +50,9 @@ double sum_all(const double *x, int64_t count) {
 void twice(float *data, int size) {
     for (int i = 0; i < size; i++) data[i] *= 2.0f;
 }
+void scale_inplace(double *x, int64_t n, double a) {
+    for (int64_t i = 0; i < n; i++) x[i] *= a;
+}
 """
 
 CONTRACTS = {
@@ -56,6 +60,7 @@ CONTRACTS = {
     "pair_sums": "x: [2*n]; y: out [n]",
     "add_reversed": "a: [n]; b: [n]; out: out [n]",
     "sum_all": "x: [r, c]; count = numel(x)",
+    "scale_inplace": "x: inout [n]",
     # twice: no contract, so its calls take the bridge's generated fast path
 }
 
@@ -182,6 +187,27 @@ def test_wrong_dtype_into_float_pointer_is_refused(lib, rng, dtype):
         lib.twice(good, 16)
         np.testing.assert_array_equal(good.numpy(), want)
         want = want * 2
+
+
+@pytest.mark.parametrize("how", ["contract", "numpy scalar", "fast path"])
+def test_in_place_write_is_seen_by_autograd(lib, rng, how):
+    """mutant version-counter-not-bumped: a C write through the bridge's general path
+    did not bump the tensor's version, so backward used the overwritten values
+    silently. Each way of calling must leave autograd able to notice."""
+    dtype = torch.float32 if how == "fast path" else torch.float64
+    x = torch.from_numpy(rng.standard_normal(6)).to(dtype)
+    w = torch.ones(6, dtype=dtype, requires_grad=True)
+    loss = (w * x).sum()  # autograd saves x
+    before = x.clone()
+    if how == "contract":
+        lib.scale_inplace(x, 3.0)
+    elif how == "numpy scalar":
+        lib.scale_inplace(x, np.float64(3.0))
+    else:
+        lib.twice(x, 6)  # no contract, plain arguments: the generated fast path
+    assert torch.equal(x, before * (2.0 if how == "fast path" else 3.0))
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
 
 
 # --------------------------------------------------------------------------- #
