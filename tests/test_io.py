@@ -809,9 +809,9 @@ def test_sources(tmp_path):
     assert tio.read_csv(empty).shape == (0, 0)
     with open(path, "r") as f, pytest.raises(TypeError, match="binary"):
         tio.read_csv(f)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="source must be a path.*got int"):
         tio.read_csv(12345)
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError, match="missing.csv"):
         tio.read_csv(tmp_path / "missing.csv")
     with pytest.raises(ParseError, match=str(path.name)):
         path.write_bytes(b"1,x\n")

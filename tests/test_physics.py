@@ -393,7 +393,7 @@ def test_bad_input_names_the_argument(rng, kind):
     for args, kwargs, exc, word in cases:
         with pytest.raises(exc, match=word):
             ph.nbody(*args, **kwargs)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="'dt'"):
         ph.nbody(pos, vel, mass)  # dt is required
 
 
