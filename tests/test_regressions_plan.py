@@ -230,6 +230,24 @@ def test_compile_cache_key_includes_define_macros(tmp_path):
     assert seen == [11, 22, 11]
 
 
+def test_compile_cache_key_includes_depends(tmp_path):
+    """mutant cache-key-without-depends: an edited header listed in depends= silently
+    reused the binary built from the old one."""
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    header = inc / "value.h"
+    src = '#include "value.h"\nint header_value(void) { return HEADER_VALUE; }'
+    seen = []
+    for value in (5, 6):
+        header.write_text(f"#define HEADER_VALUE {value}\n")
+        lib = tensorffi.compile(
+            "regress_depends", "int header_value(void);", source=src, include_dirs=[str(inc)], depends=[header],
+            contracts={"header_value": "return: value"}, cache=tmp_path / "cache",
+        )
+        seen.append(lib.header_value())
+    assert seen == [5, 6]
+
+
 # --------------------------------------------------------------------------- #
 # read_csv: error positions after quoted newlines                              #
 # --------------------------------------------------------------------------- #
@@ -249,23 +267,28 @@ def _chunk_sizes():
 def test_parse_error_line_after_quoted_newline(monkeypatch, eol):
     """mutant parse-quote-only-right-after-delimiter: a quote after a blank did not
     open a quoted field for the record counter, so a quoted newline there ended a
-    record: wrong rows, and errors reported on the wrong line."""
+    record: wrong rows, and errors reported on the wrong line. The quoted fields
+    sit in a column that usecols skips (the only place data may hold text)."""
     import tensorffi.io as tio
 
     header = f'a, "b{eol}c",d'
-    good_rows = [f"{i}.5,{i},{i}e1" for i in range(12)]
-    good = (eol.join([header, *good_rows]) + eol).encode()
-    bad_rows = list(good_rows)
-    bad_rows[8] = "8.5,8,x"
-    bad = (eol.join([header, *bad_rows]) + eol).encode()
-    ref = np.array([[float(v) for v in r.split(",")] for r in good_rows])
+    rows = [f'{i}.5, "t{eol}{i}",{i}e1' if i % 3 == 0 else f"{i}.5,u{i},{i}e1" for i in range(12)]
+    ref = np.array([[i + 0.5, i * 10.0] for i in range(12)])
+
+    def lines_before(k: int) -> int:  # physical lines before data row k (header: 2)
+        return 2 + sum(2 if i % 3 == 0 else 1 for i in range(k))
+
     for chunk in _chunk_sizes():
         if chunk is not None:
             monkeypatch.setattr(tio, "_CHUNK_BYTES", chunk)
-        table, names = tio.read_csv(good, dtype=torch.float64, return_names=True, threads=2)
-        assert names == ["a", f"b{eol}c", "d"]
+        good = (eol.join([header, *rows]) + eol).encode()
+        table, names = tio.read_csv(good, dtype=torch.float64, usecols=[0, 2], return_names=True, threads=2)
+        assert names == ["a", "d"]
         np.testing.assert_array_equal(table.numpy(), ref)
-        with pytest.raises(tensorffi.ParseError) as info:
-            tio.read_csv(bad, threads=2)
-        # header: physical lines 1-2; data row 8 is on line 3 + 8
-        assert (info.value.line, info.value.column, info.value.text) == (11, 7, "x"), chunk
+        for bad_row in (4, 7, 11):
+            bad = list(rows)
+            bad[bad_row] = f"{bad_row}.5,u,x{bad_row}"
+            with pytest.raises(tensorffi.ParseError) as info:
+                tio.read_csv((eol.join([header, *bad]) + eol).encode(), usecols=[0, 2], threads=2)
+            got = (info.value.line, info.value.column, info.value.text)
+            assert got == (lines_before(bad_row) + 1, len(f"{bad_row}.5,u,") + 1, f"x{bad_row}"), (chunk, got)
