@@ -292,3 +292,35 @@ def test_parse_error_line_after_quoted_newline(monkeypatch, eol):
                 tio.read_csv((eol.join([header, *bad]) + eol).encode(), usecols=[0, 2], threads=2)
             got = (info.value.line, info.value.column, info.value.text)
             assert got == (lines_before(bad_row) + 1, len(f"{bad_row}.5,u,") + 1, f"x{bad_row}"), (chunk, got)
+
+
+def _position(data: bytes, offset: int) -> tuple[int, int]:
+    """Reference: 1-based line and column (in characters) of byte ``offset``; LF, CRLF
+    and CR end lines; a UTF-8 byte order mark at the start is not a column."""
+    before = data[:offset]
+    line = 1 + before.count(b"\r\n") + before.replace(b"\r\n", b"").count(b"\n") + before.replace(b"\r\n", b"").count(b"\r")
+    start = max(before.rfind(b"\n"), before.rfind(b"\r")) + 1
+    text = before[start:]
+    if start == 0 and text.startswith(b"\xef\xbb\xbf"):
+        text = text[3:]
+    return line, len(text.decode("utf-8")) + 1
+
+
+@pytest.mark.parametrize("eol", ["\n", "\r\n", "\r"])
+@pytest.mark.parametrize("bom", [False, True])
+def test_parse_error_position_for_every_line_ending(eol, bom, rng):
+    """mutants parse-crlf-counted-twice and parse-bom-is-a-column: a ParseError in a
+    CRLF file named twice the real line; on the first line after a byte order mark,
+    the wrong column."""
+    import tensorffi.io as tio
+
+    for bad_row in (0, 1, int(rng.integers(2, 30))):
+        rows = [",".join(f"{v:.6g}" for v in rng.standard_normal(3)) for _ in range(30)]
+        rows[bad_row] = rows[bad_row].rsplit(",", 1)[0] + ",1.2.3"
+        data = (b"\xef\xbb\xbf" if bom else b"") + (eol.join(rows) + eol).encode()
+        with pytest.raises(tensorffi.ParseError) as info:
+            tio.read_csv(data, header=False)
+        err = info.value
+        offset = data.index(b"1.2.3")
+        assert (err.line, err.column, err.offset, err.text) == (*_position(data, offset), offset, "1.2.3")
+        assert err.line == bad_row + 1

@@ -209,7 +209,7 @@ MUTANTS: list[Mutant] = [
         "        if (*p == '\\n' || (*p == '\\r' && !(p + 1 < sx->end && p[1] == '\\n'))) {",
         "        if (*p == '\\n' || *p == '\\r') {",
         "ParseError in a CRLF file names twice the real line",
-        ("tests/test_io.py", "-k", "error or line"),
+        (REGRESSIONS + "::test_parse_error_position_for_every_line_ending",),
         "parse",
     ),
     Mutant(
@@ -218,7 +218,7 @@ MUTANTS: list[Mutant] = [
         "        ls = data + 3; /* the byte order mark is not a column */",
         "        ls = data; /* the byte order mark is not a column */",
         "ParseError on the first line of a file with a BOM names the wrong column",
-        ("tests/test_io.py", "-k", "bom or error or column"),
+        (REGRESSIONS + "::test_parse_error_position_for_every_line_ending",),
         "parse",
     ),
     Mutant(
