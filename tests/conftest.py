@@ -175,3 +175,23 @@ def gil_released_between_reports(run, sizes) -> list[int]:
     finally:
         sys.setswitchinterval(old)
     raise AssertionError(f"no other thread ran between two progress reports: (size, reports) {tried}")
+
+
+SIMD_LEVELS = ["scalar", "avx2", "avx512"]
+
+
+def require_simd(module: str, requested: str) -> str:
+    """The SIMD level kernel module ``module`` runs at under TENSORFFI_SIMD=requested
+    (set it first). Fails if that is above the request (the cap is ignored); skips if
+    below (the CPU lacks the level, or the module prefers a lower one here), so a test
+    parametrised over levels never passes for a level that did not run."""
+    import tensorffi
+    from tensorffi._lib import lib
+
+    cpu = tensorffi.info()["simd"]  # the CPU's best level under the cap
+    per_module = getattr(lib, f"tf_{module}_simd", None)
+    ran = SIMD_LEVELS[int(per_module())] if per_module is not None else cpu
+    assert SIMD_LEVELS.index(ran) <= SIMD_LEVELS.index(requested), f"{module} runs {ran}, asked for {requested}"
+    if ran != requested:
+        pytest.skip(f"CPU lacks {requested}" if cpu != requested else f"{module} prefers {ran} on this CPU")
+    return ran

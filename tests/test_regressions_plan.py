@@ -324,3 +324,32 @@ def test_parse_error_position_for_every_line_ending(eol, bom, rng):
         offset = data.index(b"1.2.3")
         assert (err.line, err.column, err.offset, err.text) == (*_position(data, offset), offset, "1.2.3")
         assert err.line == bad_row + 1
+
+
+# --------------------------------------------------------------------------- #
+# Gradients at every SIMD level                                                #
+# --------------------------------------------------------------------------- #
+
+@pytest.mark.parametrize("simd", ["scalar", "avx2", "avx512"])
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-10), (np.float32, 2e-4)])
+def test_sosfilt_gradient_at_every_simd_level(monkeypatch, rng, simd, dtype, rtol):
+    """mutant signal-avx2-backward-fma-sign: the float64 forward is unfused (SciPy's
+    exact order), so only the backward uses the FMA: a sign flipped there left every
+    forward test green. The gradient of sum(y * g) over x is g filtered backwards in
+    time (the filter is linear and causal): the reference is SciPy on reversed g."""
+    import scipy.signal as ss
+
+    import tensorffi.signal as tsig
+
+    from conftest import require_simd
+
+    monkeypatch.setenv("TENSORFFI_SIMD", simd)
+    require_simd("signal", simd)
+    for sos in (ss.butter(6, 0.3, output="sos"), ss.cheby1(4, 1, 0.1, output="sos")):
+        for shape in ((5, 300), (1, 257), (17, 64)):
+            x = torch.from_numpy(rng.standard_normal(shape).astype(dtype)).requires_grad_()
+            g = rng.standard_normal(shape)
+            tsig.sosfilt(sos, x).backward(torch.from_numpy(g.astype(dtype)))
+            ref = ss.sosfilt(sos, g[..., ::-1], axis=-1)[..., ::-1]
+            err = np.abs(x.grad.numpy() - ref).max() / np.abs(ref).max()
+            assert err <= rtol, (shape, err)

@@ -234,12 +234,23 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "signal-avx2-fma-sign",
         "csrc/signal.c",
+        "#define SFX f32_avx2\n#define IO float\n#define CT float\n#define IT int\n#define VT tf_v8f\n#define NL 8\n"
+        "#define VFMA(a, b, c) ((tf_v8f)_mm256_fmadd_ps(",
+        "#define SFX f32_avx2\n#define IO float\n#define CT float\n#define IT int\n#define VT tf_v8f\n#define NL 8\n"
+        "#define VFMA(a, b, c) ((tf_v8f)_mm256_fmsub_ps(",
+        "wrong float32 filter output on AVX2 CPUs (one FMA sign flipped)",
+        ("tests/test_signal.py", "-k", "simd"),
+        "signal",
+    ),
+    Mutant(
+        "signal-avx2-backward-fma-sign",
+        "csrc/signal.c",
         "#define SFX f64_avx2\n#define EXACT 1\n#define IO double\n#define CT double\n#define IT long long\n"
         "#define VT tf_v4d\n#define NL 4\n#define VFMA(a, b, c) ((tf_v4d)_mm256_fmadd_pd(",
         "#define SFX f64_avx2\n#define EXACT 1\n#define IO double\n#define CT double\n#define IT long long\n"
         "#define VT tf_v4d\n#define NL 4\n#define VFMA(a, b, c) ((tf_v4d)_mm256_fmsub_pd(",
-        "wrong float64 filter output on AVX2 CPUs (one FMA sign flipped)",
-        ("tests/test_signal.py", "-k", "simd"),
+        "wrong float64 gradients of sosfilt on AVX2 CPUs (the backward's FMA sign flipped; the forward is unfused)",
+        (REGRESSIONS + "::test_sosfilt_gradient_at_every_simd_level",),
         "signal",
     ),
     Mutant(
