@@ -353,3 +353,19 @@ def test_sosfilt_gradient_at_every_simd_level(monkeypatch, rng, simd, dtype, rto
             ref = ss.sosfilt(sos, g[..., ::-1], axis=-1)[..., ::-1]
             err = np.abs(x.grad.numpy() - ref).max() / np.abs(ref).max()
             assert err <= rtol, (shape, err)
+
+
+# --------------------------------------------------------------------------- #
+# Threads: every element, whatever the thread count                            #
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize("threads", [2, 3, 4, 7])
+def test_threaded_kernels_cover_every_element(rng, threads):
+    """mutant parallel-for-drops-remainder: splitting n elements over threads lost the
+    remainder (n % threads) when n is not a multiple of the thread count."""
+    for n in (2**15 + 1, 2**16 + 3, 3 * 2**15 + 5, 200_003):
+        x = rng.standard_normal(n).astype(np.float32)
+        a = float(rng.uniform(0.5, 2.0))
+        y = tensorffi.core.scaled(torch.from_numpy(x), a, threads=threads)
+        np.testing.assert_array_equal(y.numpy(), (np.float32(a) * x).astype(np.float32))

@@ -188,7 +188,7 @@ MUTANTS: list[Mutant] = [
         "        int64_t len = per + (t < extra ? 1 : 0);",
         "        int64_t len = per + (t < extra - 1 ? 1 : 0);",
         "multi-threaded kernels skip the last element whenever n % nthreads != 0",
-        ("tests/test_threads.py", "tests/test_ops.py::test_core_ops_match_numpy"),
+        (REGRESSIONS + "::test_threaded_kernels_cover_every_element", "tests/test_threads.py"),
         "runtime",
     ),
     # ---- C: CSV parsing (parse; under rewrite) ---- #
