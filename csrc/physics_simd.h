@@ -1,29 +1,36 @@
 /* SPDX-License-Identifier: MIT */
-/* physics_simd.h — the vectorised force kernel, instantiated by physics.c once per
+/* physics_simd.h — the vectorised force kernels, instantiated by physics.c once per
  * (element type, instruction set) under a target pragma. Not a public header.
  *
  * The including file defines:
- *   K_NAME            function name
+ *   K_NAME, K_SYM_NAME  names of the all-pairs and the pair-once kernel; each comes in
+ *                     two variants, K_NAME and K_NAME##_guarded (see "zero distance")
  *   K_REAL            float or double
  *   K_VEC, K_W        vector type and its number of lanes
  *   K_SET1(s), K_ZERO(), K_LOAD(p) (64-byte aligned), K_STORE(p, v)
- *   K_SUB(a, b), K_MUL(a, b), K_FMADD(a, b, c) = a*b + c
+ *   K_SUB(a, b), K_ADD(a, b), K_MUL(a, b), K_FMADD(a, b, c) = a*b + c, K_FNMADD = c - a*b
  *   K_INV3(r2, m)     m * r2^(-3/2), possibly times a constant 2^k undone by K_ACC_SCALE
+ *   K_RCUBE(r2)       r2^(-3/2), times the same constant
  *   K_ACC_SCALE       the factor the sums are multiplied by at the end (1 or 1/8)
- *   K_ZERO_LANE(v, l) v with lane l set to 0 (the self-interaction)
+ *   K_KEEP_NONZERO(v, d2)  v where d2 != 0 (NaN included), else 0 (also where v is inf or NaN)
+ *   K_TRI_MASK(f, jb, row, n)  f in the lanes j = jb + l with row < j < n, else 0
+ *   K_HSUM(v)         the sum of the lanes
  *
- * Layout: bodies are vectorised along i (K_W lanes, two vectors per block, so a block
- * is 2*K_W bodies) and the other body j is broadcast, so there is no horizontal sum
- * and every j is loaded once per block: the block's positions and sums stay in
- * registers for the whole j loop. x, y, z, ax, ay, az are padded to a multiple of the
- * block (the pad lanes compute garbage that is never read); gm[j] = G m_j is only
- * read for j < n. The self term j == i is masked by index, so with softening 0 two
- * distinct bodies at the same place still produce inf/NaN, as the formula says.
+ * Zero distance. The unguarded kernels add eps^2 to every r^2 and mask nothing: the
+ * self term then has dx = dy = dz = 0 and a finite weight, so it adds exactly 0, and
+ * so does any pair at the same place. They are used when eps^2 is comfortably above
+ * the type's underflow (physics_impl.h decides). Otherwise the guarded kernels drop
+ * every pair whose squared distance is 0 (the self term included), so that a pair at
+ * exactly r = 0 exerts no force instead of producing inf * 0 = NaN.
  */
 
-__attribute__((noinline)) static void K_NAME(const K_REAL *x, const K_REAL *y, const K_REAL *z,
-                                             const K_REAL *gm, int64_t n, int64_t i0, int64_t i1,
-                                             K_REAL eps2, K_REAL *ax, K_REAL *ay, K_REAL *az) {
+/* All pairs, vectorised along i: K_W lanes, two vectors per block (a block is 2*K_W
+ * bodies), the other body j broadcast, so there is no horizontal sum and every j is
+ * loaded once per block. x, y, z, ax, ay, az are padded to a multiple of the block
+ * (pad lanes compute values that are never read); gm[j] = G m_j is read for j < n. */
+static inline __attribute__((always_inline)) void K_CAT(K_NAME, _body)(
+    const K_REAL *x, const K_REAL *y, const K_REAL *z, const K_REAL *gm, int64_t n, int64_t i0, int64_t i1,
+    K_REAL eps2, K_REAL *ax, K_REAL *ay, K_REAL *az, const int guard) {
     const int64_t block = 2 * K_W;
     const K_VEC veps2 = K_SET1(eps2);
     for (int64_t ib = i0; ib < i1; ib += block) {
@@ -33,39 +40,25 @@ __attribute__((noinline)) static void K_NAME(const K_REAL *x, const K_REAL *y, c
         K_VEC ax0 = K_ZERO(), ay0 = K_ZERO(), az0 = K_ZERO();
         K_VEC ax1 = K_ZERO(), ay1 = K_ZERO(), az1 = K_ZERO();
 
-#define K_PAIR(V, MASKED, LANE)                                                             \
+#define K_PAIR(V)                                                                           \
     do {                                                                                    \
         K_VEC dx = K_SUB(xj, xi##V), dy = K_SUB(yj, yi##V), dz = K_SUB(zj, zi##V);          \
-        K_VEC r2 = K_FMADD(dz, dz, K_FMADD(dy, dy, K_FMADD(dx, dx, veps2)));                \
-        K_VEC s = K_INV3(r2, mj);                                                           \
-        if (MASKED) s = K_ZERO_LANE(s, LANE);                                               \
+        K_VEC s;                                                                            \
+        if (guard) {                                                                        \
+            K_VEC d2 = K_FMADD(dz, dz, K_FMADD(dy, dy, K_MUL(dx, dx)));                     \
+            s = K_KEEP_NONZERO(K_INV3(K_ADD(d2, veps2), mj), d2);                               \
+        } else {                                                                            \
+            s = K_INV3(K_FMADD(dz, dz, K_FMADD(dy, dy, K_FMADD(dx, dx, veps2))), mj);       \
+        }                                                                                   \
         ax##V = K_FMADD(s, dx, ax##V);                                                      \
         ay##V = K_FMADD(s, dy, ay##V);                                                      \
         az##V = K_FMADD(s, dz, az##V);                                                      \
     } while (0)
 
-        /* j before the block, the block itself (self term masked), j after it. */
-        int64_t dlo = ib < n ? ib : n, dhi = ib + block < n ? ib + block : n;
-        for (int64_t j = 0; j < dlo; j++) {
+        for (int64_t j = 0; j < n; j++) {
             const K_VEC xj = K_SET1(x[j]), yj = K_SET1(y[j]), zj = K_SET1(z[j]), mj = K_SET1(gm[j]);
-            K_PAIR(0, 0, 0);
-            K_PAIR(1, 0, 0);
-        }
-        for (int64_t j = dlo; j < dhi; j++) {
-            const K_VEC xj = K_SET1(x[j]), yj = K_SET1(y[j]), zj = K_SET1(z[j]), mj = K_SET1(gm[j]);
-            int lane = (int)(j - ib);
-            if (lane < K_W) {
-                K_PAIR(0, 1, lane);
-                K_PAIR(1, 0, 0);
-            } else {
-                K_PAIR(0, 0, 0);
-                K_PAIR(1, 1, lane - K_W);
-            }
-        }
-        for (int64_t j = dhi; j < n; j++) {
-            const K_VEC xj = K_SET1(x[j]), yj = K_SET1(y[j]), zj = K_SET1(z[j]), mj = K_SET1(gm[j]);
-            K_PAIR(0, 0, 0);
-            K_PAIR(1, 0, 0);
+            K_PAIR(0);
+            K_PAIR(1);
         }
 #undef K_PAIR
         const K_VEC scale = K_SET1(K_ACC_SCALE);
@@ -78,6 +71,18 @@ __attribute__((noinline)) static void K_NAME(const K_REAL *x, const K_REAL *y, c
     }
 }
 
+__attribute__((noinline)) static void K_NAME(const K_REAL *x, const K_REAL *y, const K_REAL *z, const K_REAL *gm,
+                                             int64_t n, int64_t i0, int64_t i1, K_REAL eps2, K_REAL *ax,
+                                             K_REAL *ay, K_REAL *az) {
+    K_CAT(K_NAME, _body)(x, y, z, gm, n, i0, i1, eps2, ax, ay, az, 0);
+}
+
+__attribute__((noinline)) static void K_CAT(K_NAME, _guarded)(const K_REAL *x, const K_REAL *y, const K_REAL *z,
+                                                              const K_REAL *gm, int64_t n, int64_t i0, int64_t i1,
+                                                              K_REAL eps2, K_REAL *ax, K_REAL *ay, K_REAL *az) {
+    K_CAT(K_NAME, _body)(x, y, z, gm, n, i0, i1, eps2, ax, ay, az, 1);
+}
+
 /* The same forces computed once per pair (Newton's third law), rows [r0, r1) of the
  * upper triangle: for each row i, the bodies j > i in vectors of K_W. Row i's sum is
  * reduced horizontally once per row; the reaction is written into a[j] as it goes
@@ -86,9 +91,9 @@ __attribute__((noinline)) static void K_NAME(const K_REAL *x, const K_REAL *y, c
  * Adds into ax, ay, az (npad long, zeroed by the caller) the sums times 1/K_ACC_SCALE,
  * without G (gm carries it). The first vector of a row and the last one (past n) are
  * masked by index, so the self term and the padding never count. */
-__attribute__((noinline)) static void K_SYM_NAME(const K_REAL *x, const K_REAL *y, const K_REAL *z,
-                                                 const K_REAL *gm, int64_t n, int64_t r0, int64_t r1,
-                                                 K_REAL eps2, K_REAL *ax, K_REAL *ay, K_REAL *az) {
+static inline __attribute__((always_inline)) void K_CAT(K_SYM_NAME, _body)(
+    const K_REAL *x, const K_REAL *y, const K_REAL *z, const K_REAL *gm, int64_t n, int64_t r0, int64_t r1,
+    K_REAL eps2, K_REAL *ax, K_REAL *ay, K_REAL *az, const int guard) {
     const K_VEC veps2 = K_SET1(eps2);
     const int64_t npad = (n + K_W - 1) / K_W * K_W;
     if (r1 > n) r1 = n;
@@ -96,7 +101,13 @@ __attribute__((noinline)) static void K_SYM_NAME(const K_REAL *x, const K_REAL *
 #define K_ROW_TERM(XI, YI, ZI, MI, ROW, SX, SY, SZ, AJX, AJY, AJZ)                          \
     do {                                                                                    \
         K_VEC dx = K_SUB(xj, XI), dy = K_SUB(yj, YI), dz = K_SUB(zj, ZI);                   \
-        K_VEC f = K_RCUBE(K_FMADD(dz, dz, K_FMADD(dy, dy, K_FMADD(dx, dx, veps2))));       \
+        K_VEC f;                                                                            \
+        if (guard) {                                                                        \
+            K_VEC d2 = K_FMADD(dz, dz, K_FMADD(dy, dy, K_MUL(dx, dx)));                     \
+            f = K_KEEP_NONZERO(K_RCUBE(K_ADD(d2, veps2)), d2);                                  \
+        } else {                                                                            \
+            f = K_RCUBE(K_FMADD(dz, dz, K_FMADD(dy, dy, K_FMADD(dx, dx, veps2))));          \
+        }                                                                                   \
         if (edge) f = K_TRI_MASK(f, jb, ROW, n);                                            \
         K_VEC wi = K_MUL(mj, f), wj = K_MUL(MI, f);                                         \
         SX = K_FMADD(wi, dx, SX);                                                           \
@@ -149,4 +160,16 @@ __attribute__((noinline)) static void K_SYM_NAME(const K_REAL *x, const K_REAL *
         az[i] += K_HSUM(saz);
     }
 #undef K_ROW_TERM
+}
+
+__attribute__((noinline)) static void K_SYM_NAME(const K_REAL *x, const K_REAL *y, const K_REAL *z, const K_REAL *gm,
+                                                 int64_t n, int64_t r0, int64_t r1, K_REAL eps2, K_REAL *ax,
+                                                 K_REAL *ay, K_REAL *az) {
+    K_CAT(K_SYM_NAME, _body)(x, y, z, gm, n, r0, r1, eps2, ax, ay, az, 0);
+}
+
+__attribute__((noinline)) static void K_CAT(K_SYM_NAME, _guarded)(const K_REAL *x, const K_REAL *y, const K_REAL *z,
+                                                                  const K_REAL *gm, int64_t n, int64_t r0, int64_t r1,
+                                                                  K_REAL eps2, K_REAL *ax, K_REAL *ay, K_REAL *az) {
+    K_CAT(K_SYM_NAME, _body)(x, y, z, gm, n, r0, r1, eps2, ax, ay, az, 1);
 }
