@@ -63,7 +63,9 @@ def _c_string(text: str) -> str:
 NATIVE = os.environ.get("TENSORFFI_NATIVE", "") in ("1", "true", "yes")
 DEBUG = os.environ.get("TENSORFFI_DEBUG", "") in ("1", "true", "yes")
 FLAGS = compile_flags(NATIVE, DEBUG)
-COMPILER = sysconfig.get_config_var("CC") or "cc"
+# The compiler setuptools will run: $CC when set (it overrides sysconfig's), else
+# Python's own. The module also reports what its predefined macros say (core.c).
+COMPILER = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
 
 def cdefs_accessor(text: str) -> tuple[str, str]:
     """Declaration and definition of ``tf_cdefs()``, which returns the cdef text.

@@ -42,7 +42,19 @@ int tf_error(int code, const char *fmt, ...) {
 }
 
 const char *tf_version(void) { return TF_VERSION_STR; }
-const char *tf_build_compiler(void) { return TF_COMPILER_STR; }
+/* The compiler that compiled this file, from its own predefined macros (the build's
+ * $CC may be a wrapper or a path); TF_COMPILER_STR is what build_ffi.py ran. */
+const char *tf_build_compiler(void) {
+#define TF_STR2(x) #x
+#define TF_STR(x) TF_STR2(x)
+#if defined(__clang__)
+    return "clang " TF_STR(__clang_major__) "." TF_STR(__clang_minor__) "." TF_STR(__clang_patchlevel__) " (" TF_COMPILER_STR ")";
+#elif defined(__GNUC__)
+    return "gcc " __VERSION__ " (" TF_COMPILER_STR ")";
+#else
+    return TF_COMPILER_STR;
+#endif
+}
 const char *tf_build_flags(void) { return TF_FLAGS_STR; }
 int tf_build_native(void) { return TF_NATIVE_BUILD; }
 
