@@ -250,6 +250,7 @@ static inline double tf_phys_hsum_avx2_pd(__m256d v) {
 #define K_KEEP_NONZERO(v, d2) _mm256_and_ps((v), _mm256_cmp_ps((d2), _mm256_setzero_ps(), _CMP_NEQ_UQ))
 #define K_TRI_MASK(f, jb, row, n) tf_phys_tri_mask_avx2_ps((f), (jb), (row), (n))
 #define K_HSUM(v) tf_phys_hsum_avx2_ps(v)
+#define K_ROW_PAIRS 0
 #include "physics_simd.h"
 #include "physics_kundef.h"
 
@@ -273,6 +274,7 @@ static inline double tf_phys_hsum_avx2_pd(__m256d v) {
 #define K_KEEP_NONZERO(v, d2) _mm256_and_pd((v), _mm256_cmp_pd((d2), _mm256_setzero_pd(), _CMP_NEQ_UQ))
 #define K_TRI_MASK(f, jb, row, n) tf_phys_tri_mask_avx2_pd((f), (jb), (row), (n))
 #define K_HSUM(v) tf_phys_hsum_avx2_pd(v)
+#define K_ROW_PAIRS 0
 #include "physics_simd.h"
 #include "physics_kundef.h"
 
@@ -332,6 +334,7 @@ static inline __m512d tf_phys_tri_mask_avx512_pd(__m512d f, int64_t jb, int64_t 
 #define K_KEEP_NONZERO(v, d2) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask((d2), _mm512_setzero_ps(), _CMP_NEQ_UQ), (v))
 #define K_TRI_MASK(f, jb, row, n) tf_phys_tri_mask_avx512_ps((f), (jb), (row), (n))
 #define K_HSUM(v) _mm512_reduce_add_ps(v)
+#define K_ROW_PAIRS 1
 #include "physics_simd.h"
 #include "physics_kundef.h"
 
@@ -355,6 +358,7 @@ static inline __m512d tf_phys_tri_mask_avx512_pd(__m512d f, int64_t jb, int64_t 
 #define K_KEEP_NONZERO(v, d2) _mm512_maskz_mov_pd(_mm512_cmp_pd_mask((d2), _mm512_setzero_pd(), _CMP_NEQ_UQ), (v))
 #define K_TRI_MASK(f, jb, row, n) tf_phys_tri_mask_avx512_pd((f), (jb), (row), (n))
 #define K_HSUM(v) _mm512_reduce_add_pd(v)
+#define K_ROW_PAIRS 1
 #include "physics_simd.h"
 #include "physics_kundef.h"
 

@@ -21,3 +21,4 @@
 #undef K_KEEP_NONZERO
 #undef K_TRI_MASK
 #undef K_HSUM
+#undef K_ROW_PAIRS

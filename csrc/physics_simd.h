@@ -15,6 +15,8 @@
  *   K_KEEP_NONZERO(v, d2)  v where d2 != 0 (NaN included), else 0 (also where v is inf or NaN)
  *   K_TRI_MASK(f, jb, row, n)  f in the lanes j = jb + l with row < j < n, else 0
  *   K_HSUM(v)         the sum of the lanes
+ *   K_ROW_PAIRS       1: the pair-once kernel takes two rows at a time (they share the
+ *                     loads of j), 0: one (fewer live registers: AVX2 has 16)
  *
  * Zero distance. The unguarded kernels add eps^2 to every r^2 and mask nothing: the
  * self term then has dx = dy = dz = 0 and a finite weight, so it adds exactly 0, and
@@ -87,7 +89,9 @@ __attribute__((noinline)) static void K_CAT(K_NAME, _guarded)(const K_REAL *x, c
  * upper triangle: for each row i, the bodies j > i in vectors of K_W. Row i's sum is
  * reduced horizontally once per row; the reaction is written into a[j] as it goes
  * (loaded and stored per vector, which costs loads and stores, not arithmetic), so the
- * arithmetic per pair is about half of K_NAME's. Two rows share every load of j.
+ * arithmetic per pair is about half of K_NAME's. With K_ROW_PAIRS, two rows share
+ * every load of j (AVX-512: 32 registers); AVX2 takes one row at a time, as two spill
+ * registers to the stack (measured: 1.8 vs 2.6 G pairs/s per core here).
  * Adds into ax, ay, az (npad long, zeroed by the caller) the sums times 1/K_ACC_SCALE,
  * without G (gm carries it). The first vector of a row and the last one (past n) are
  * masked by index, so the self term and the padding never count. */
@@ -118,47 +122,79 @@ static inline __attribute__((always_inline)) void K_CAT(K_SYM_NAME, _body)(
         AJZ = K_FNMADD(wj, dz, AJZ);                                                        \
     } while (0)
 
-    int64_t i = r0;
-    for (; i + 1 < r1; i += 2) {
-        const K_VEC xa = K_SET1(x[i]), ya = K_SET1(y[i]), za = K_SET1(z[i]), ma = K_SET1(gm[i]);
-        const K_VEC xb = K_SET1(x[i + 1]), yb = K_SET1(y[i + 1]), zb = K_SET1(z[i + 1]), mb = K_SET1(gm[i + 1]);
-        K_VEC sax = K_ZERO(), say = K_ZERO(), saz = K_ZERO();
-        K_VEC sbx = K_ZERO(), sby = K_ZERO(), sbz = K_ZERO();
-        const int64_t j0 = (i + 1) / K_W * K_W;
-        for (int64_t jb = j0; jb < npad; jb += K_W) {
-            const K_VEC xj = K_LOAD(x + jb), yj = K_LOAD(y + jb), zj = K_LOAD(z + jb), mj = K_LOAD(gm + jb);
-            const int edge = jb == j0 || jb + K_W > n;
-            K_VEC ajx = K_LOAD(ax + jb), ajy = K_LOAD(ay + jb), ajz = K_LOAD(az + jb);
-            K_ROW_TERM(xa, ya, za, ma, i, sax, say, saz, ajx, ajy, ajz);
-            K_ROW_TERM(xb, yb, zb, mb, i + 1, sbx, sby, sbz, ajx, ajy, ajz);
-            K_STORE(ax + jb, ajx);
-            K_STORE(ay + jb, ajy);
-            K_STORE(az + jb, ajz);
+    /* j in tiles whose seven arrays (x, y, z, gm, ax, ay, az) stay in L1 while every
+     * row of the chunk passes over them (untiled, N = 8192 ran at half speed). In a
+     * row, only its first vector (j <= i) and the last one (past n) need the mask:
+     * they are peeled off the loop. */
+    const int64_t tile = (int64_t)(16384 / (7 * sizeof(K_REAL))) / K_W * K_W;
+    const int64_t jfull = n / K_W * K_W; /* vectors [.., jfull) lie below n */
+#define K_J_PAIR(JB, EDGE)                                                                  \
+    do {                                                                                    \
+        const int64_t jb = (JB);                                                            \
+        const int edge = (EDGE);                                                            \
+        const K_VEC xj = K_LOAD(x + jb), yj = K_LOAD(y + jb), zj = K_LOAD(z + jb), mj = K_LOAD(gm + jb); \
+        K_VEC ajx = K_LOAD(ax + jb), ajy = K_LOAD(ay + jb), ajz = K_LOAD(az + jb);          \
+        K_ROW_TERM(xa, ya, za, ma, i, sax, say, saz, ajx, ajy, ajz);                        \
+        K_ROW_TERM(xb, yb, zb, mb, i + 1, sbx, sby, sbz, ajx, ajy, ajz);                    \
+        K_STORE(ax + jb, ajx);                                                              \
+        K_STORE(ay + jb, ajy);                                                              \
+        K_STORE(az + jb, ajz);                                                              \
+    } while (0)
+#define K_J_ONE(JB, EDGE)                                                                   \
+    do {                                                                                    \
+        const int64_t jb = (JB);                                                            \
+        const int edge = (EDGE);                                                            \
+        const K_VEC xj = K_LOAD(x + jb), yj = K_LOAD(y + jb), zj = K_LOAD(z + jb), mj = K_LOAD(gm + jb); \
+        K_VEC ajx = K_LOAD(ax + jb), ajy = K_LOAD(ay + jb), ajz = K_LOAD(az + jb);          \
+        K_ROW_TERM(xa, ya, za, ma, i, sax, say, saz, ajx, ajy, ajz);                        \
+        K_STORE(ax + jb, ajx);                                                              \
+        K_STORE(ay + jb, ajy);                                                              \
+        K_STORE(az + jb, ajz);                                                              \
+    } while (0)
+/* The vectors [max(j0, J0), J1) of a row whose first vector is j0: J_STEP(jb, edge). */
+#define K_J_LOOP(J_STEP)                                                                    \
+    do {                                                                                    \
+        int64_t jv = j0 > J0 ? j0 : J0;                                                     \
+        if (jv == j0 && jv < J1) {                                                          \
+            J_STEP(jv, 1);                                                                  \
+            jv += K_W;                                                                      \
+        }                                                                                   \
+        const int64_t jend = J1 < jfull ? J1 : jfull;                                       \
+        for (; jv < jend; jv += K_W) J_STEP(jv, 0);                                         \
+        if (jv < J1) J_STEP(jv, 1);                                                         \
+    } while (0)
+
+    for (int64_t J0 = (r0 + 1) / K_W * K_W; J0 < npad; J0 += tile) {
+        const int64_t J1 = J0 + tile < npad ? J0 + tile : npad;
+        const int64_t rend = r1 < J1 - 1 ? r1 : J1 - 1; /* rows with some j >= i + 1 in the tile */
+        int64_t i = r0;
+        for (; K_ROW_PAIRS && i + 1 < rend; i += 2) {
+            const K_VEC xa = K_SET1(x[i]), ya = K_SET1(y[i]), za = K_SET1(z[i]), ma = K_SET1(gm[i]);
+            const K_VEC xb = K_SET1(x[i + 1]), yb = K_SET1(y[i + 1]), zb = K_SET1(z[i + 1]), mb = K_SET1(gm[i + 1]);
+            K_VEC sax = K_ZERO(), say = K_ZERO(), saz = K_ZERO();
+            K_VEC sbx = K_ZERO(), sby = K_ZERO(), sbz = K_ZERO();
+            const int64_t j0 = (i + 1) / K_W * K_W;
+            K_J_LOOP(K_J_PAIR);
+            ax[i] += K_HSUM(sax);
+            ay[i] += K_HSUM(say);
+            az[i] += K_HSUM(saz);
+            ax[i + 1] += K_HSUM(sbx);
+            ay[i + 1] += K_HSUM(sby);
+            az[i + 1] += K_HSUM(sbz);
         }
-        ax[i] += K_HSUM(sax);
-        ay[i] += K_HSUM(say);
-        az[i] += K_HSUM(saz);
-        ax[i + 1] += K_HSUM(sbx);
-        ay[i + 1] += K_HSUM(sby);
-        az[i + 1] += K_HSUM(sbz);
-    }
-    for (; i < r1; i++) {
-        const K_VEC xa = K_SET1(x[i]), ya = K_SET1(y[i]), za = K_SET1(z[i]), ma = K_SET1(gm[i]);
-        K_VEC sax = K_ZERO(), say = K_ZERO(), saz = K_ZERO();
-        const int64_t j0 = (i + 1) / K_W * K_W;
-        for (int64_t jb = j0; jb < npad; jb += K_W) {
-            const K_VEC xj = K_LOAD(x + jb), yj = K_LOAD(y + jb), zj = K_LOAD(z + jb), mj = K_LOAD(gm + jb);
-            const int edge = jb == j0 || jb + K_W > n;
-            K_VEC ajx = K_LOAD(ax + jb), ajy = K_LOAD(ay + jb), ajz = K_LOAD(az + jb);
-            K_ROW_TERM(xa, ya, za, ma, i, sax, say, saz, ajx, ajy, ajz);
-            K_STORE(ax + jb, ajx);
-            K_STORE(ay + jb, ajy);
-            K_STORE(az + jb, ajz);
+        for (; i < rend; i++) {
+            const K_VEC xa = K_SET1(x[i]), ya = K_SET1(y[i]), za = K_SET1(z[i]), ma = K_SET1(gm[i]);
+            K_VEC sax = K_ZERO(), say = K_ZERO(), saz = K_ZERO();
+            const int64_t j0 = (i + 1) / K_W * K_W;
+            K_J_LOOP(K_J_ONE);
+            ax[i] += K_HSUM(sax);
+            ay[i] += K_HSUM(say);
+            az[i] += K_HSUM(saz);
         }
-        ax[i] += K_HSUM(sax);
-        ay[i] += K_HSUM(say);
-        az[i] += K_HSUM(saz);
     }
+#undef K_J_LOOP
+#undef K_J_ONE
+#undef K_J_PAIR
 #undef K_ROW_TERM
 }
 
