@@ -251,6 +251,7 @@ static inline double tf_phys_hsum_avx2_pd(__m256d v) {
 #define K_TRI_MASK(f, jb, row, n) tf_phys_tri_mask_avx2_ps((f), (jb), (row), (n))
 #define K_HSUM(v) tf_phys_hsum_avx2_ps(v)
 #define K_ROW_PAIRS 0
+#define K_I_VECS 1
 #include "physics_simd.h"
 #include "physics_kundef.h"
 
@@ -275,6 +276,7 @@ static inline double tf_phys_hsum_avx2_pd(__m256d v) {
 #define K_TRI_MASK(f, jb, row, n) tf_phys_tri_mask_avx2_pd((f), (jb), (row), (n))
 #define K_HSUM(v) tf_phys_hsum_avx2_pd(v)
 #define K_ROW_PAIRS 0
+#define K_I_VECS 1
 #include "physics_simd.h"
 #include "physics_kundef.h"
 
@@ -335,6 +337,7 @@ static inline __m512d tf_phys_tri_mask_avx512_pd(__m512d f, int64_t jb, int64_t 
 #define K_TRI_MASK(f, jb, row, n) tf_phys_tri_mask_avx512_ps((f), (jb), (row), (n))
 #define K_HSUM(v) _mm512_reduce_add_ps(v)
 #define K_ROW_PAIRS 1
+#define K_I_VECS 2
 #include "physics_simd.h"
 #include "physics_kundef.h"
 
@@ -359,6 +362,7 @@ static inline __m512d tf_phys_tri_mask_avx512_pd(__m512d f, int64_t jb, int64_t 
 #define K_TRI_MASK(f, jb, row, n) tf_phys_tri_mask_avx512_pd((f), (jb), (row), (n))
 #define K_HSUM(v) _mm512_reduce_add_pd(v)
 #define K_ROW_PAIRS 1
+#define K_I_VECS 2
 #include "physics_simd.h"
 #include "physics_kundef.h"
 

@@ -22,3 +22,4 @@
 #undef K_TRI_MASK
 #undef K_HSUM
 #undef K_ROW_PAIRS
+#undef K_I_VECS

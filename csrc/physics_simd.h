@@ -15,6 +15,8 @@
  *   K_KEEP_NONZERO(v, d2)  v where d2 != 0 (NaN included), else 0 (also where v is inf or NaN)
  *   K_TRI_MASK(f, jb, row, n)  f in the lanes j = jb + l with row < j < n, else 0
  *   K_HSUM(v)         the sum of the lanes
+ *   K_I_VECS          vectors of bodies i per block of the all-pairs kernel (2: the
+ *                     j loads are shared; 1 where 16 registers cannot hold two)
  *   K_ROW_PAIRS       1: the pair-once kernel takes two rows at a time (they share the
  *                     loads of j), 0: one (fewer live registers: AVX2 has 16)
  *
@@ -26,19 +28,20 @@
  * exactly r = 0 exerts no force instead of producing inf * 0 = NaN.
  */
 
-/* All pairs, vectorised along i: K_W lanes, two vectors per block (a block is 2*K_W
- * bodies), the other body j broadcast, so there is no horizontal sum and every j is
+/* All pairs, vectorised along i: K_W lanes, K_I_VECS vectors per block, the other
+ * body j broadcast, so there is no horizontal sum and every j is
  * loaded once per block. x, y, z, ax, ay, az are padded to a multiple of the block
  * (pad lanes compute values that are never read); gm[j] = G m_j is read for j < n. */
 static inline __attribute__((always_inline)) void K_CAT(K_NAME, _body)(
     const K_REAL *x, const K_REAL *y, const K_REAL *z, const K_REAL *gm, int64_t n, int64_t i0, int64_t i1,
     K_REAL eps2, K_REAL *ax, K_REAL *ay, K_REAL *az, const int guard) {
-    const int64_t block = 2 * K_W;
+    const int64_t block = K_I_VECS * K_W;
     const K_VEC veps2 = K_SET1(eps2);
     for (int64_t ib = i0; ib < i1; ib += block) {
-        const K_VEC xi0 = K_LOAD(x + ib), xi1 = K_LOAD(x + ib + K_W);
-        const K_VEC yi0 = K_LOAD(y + ib), yi1 = K_LOAD(y + ib + K_W);
-        const K_VEC zi0 = K_LOAD(z + ib), zi1 = K_LOAD(z + ib + K_W);
+        const K_VEC xi0 = K_LOAD(x + ib), yi0 = K_LOAD(y + ib), zi0 = K_LOAD(z + ib);
+        const K_VEC xi1 = K_I_VECS > 1 ? K_LOAD(x + ib + K_W) : xi0;
+        const K_VEC yi1 = K_I_VECS > 1 ? K_LOAD(y + ib + K_W) : yi0;
+        const K_VEC zi1 = K_I_VECS > 1 ? K_LOAD(z + ib + K_W) : zi0;
         K_VEC ax0 = K_ZERO(), ay0 = K_ZERO(), az0 = K_ZERO();
         K_VEC ax1 = K_ZERO(), ay1 = K_ZERO(), az1 = K_ZERO();
 
@@ -60,16 +63,18 @@ static inline __attribute__((always_inline)) void K_CAT(K_NAME, _body)(
         for (int64_t j = 0; j < n; j++) {
             const K_VEC xj = K_SET1(x[j]), yj = K_SET1(y[j]), zj = K_SET1(z[j]), mj = K_SET1(gm[j]);
             K_PAIR(0);
-            K_PAIR(1);
+            if (K_I_VECS > 1) K_PAIR(1);
         }
 #undef K_PAIR
         const K_VEC scale = K_SET1(K_ACC_SCALE);
         K_STORE(ax + ib, K_MUL(ax0, scale));
         K_STORE(ay + ib, K_MUL(ay0, scale));
         K_STORE(az + ib, K_MUL(az0, scale));
-        K_STORE(ax + ib + K_W, K_MUL(ax1, scale));
-        K_STORE(ay + ib + K_W, K_MUL(ay1, scale));
-        K_STORE(az + ib + K_W, K_MUL(az1, scale));
+        if (K_I_VECS > 1) {
+            K_STORE(ax + ib + K_W, K_MUL(ax1, scale));
+            K_STORE(ay + ib + K_W, K_MUL(ay1, scale));
+            K_STORE(az + ib + K_W, K_MUL(az1, scale));
+        }
     }
 }
 
