@@ -1,28 +1,30 @@
 /* SPDX-License-Identifier: MIT */
 /* physics.c — batched n-body integration (softened gravity), energy and momentum.
  *
- * One call advances b independent systems by many steps. The state is AoS as the user
- * holds it ([b][n][3]); every step the positions are also written to a padded SoA copy
- * that the force kernels read (double-buffered: a step's updates write the buffer the
- * step's forces do not read).
+ * One call advances b independent systems by many steps. The user's state is AoS
+ * ([b][n][3]); during a step it lives in a padded SoA scratch copy that the force
+ * kernels read, and the user's pos and vel are written once per step, when the step
+ * is complete (so they always hold the state after a whole number of steps: what a
+ * progress callback sees, and what a stopped run leaves).
  *
- * Threads are started once per call (detached; their shared state is freed by the
- * last one out, so the caller never waits for a thread that got no work):
- *   - "systems" mode, many systems: a thread takes whole systems, one at a time, and
- *     runs all their steps; no synchronisation;
- *   - "shared" mode, few large systems: every step is a force phase and an update
- *     phase of small units that whoever is free takes; the thread that finishes a
- *     phase's last unit opens the next one. Waiting threads spin ~50 us, then sleep.
- * Progress and cancellation: only the calling thread (thread 0) calls the callback.
- * A stop request ends shared mode with the step whose update phase opens next, so
- * all systems stop at the same step; in systems mode each system stops at its own
- * next step boundary.
+ * Threads come from the thread runtime (runtime.c), only as many as the work pays for
+ * (TF_PHYS_MIN_WORK pair interactions per thread; fewer: the calling thread alone):
+ *   - "systems" mode, many systems: one phase whose units are whole systems (all their
+ *     steps); a unit passes a checkpoint after every step;
+ *   - "shared" mode, few large systems: every step's forces are one phase of units
+ *     (chunks of rows of equal pair counts, or blocks of bodies); the O(n) work between
+ *     force phases (kick, drift, writing pos and vel) is the caller's.
+ * Leapfrog is kick-drift-kick with two half kicks per step (the state is synchronised
+ * at every step boundary). Progress and cancellation go through the runtime: the
+ * callback runs on the calling thread while no other thread touches the caller's
+ * memory, and a stop leaves every system after a whole step.
  *
  * Force kernels (physics_simd.h, AVX2+FMA and AVX-512, chosen at run time by
  * tf_simd_level(), and a portable one): an all-pairs kernel vectorised along i, and a
- * pair-once "row" kernel (Newton's third law) for systems of TF_PHYS_ROWS_MIN bodies
- * or more. The float kernels use the hardware reciprocal square root with one Newton
- * step (relative error ~1e-7), the double ones sqrt and a division.
+ * pair-once "row" kernel (Newton's third law, tiled over j) for systems of
+ * TF_PHYS_ROWS_MIN bodies or more. The float kernels use the hardware reciprocal
+ * square root with one Newton step (relative error ~1e-7), the double ones sqrt and a
+ * division. A pair at exactly zero distance exerts no force (see physics_simd.h).
  */
 #define _GNU_SOURCE
 #define TF_INTERNAL
