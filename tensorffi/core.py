@@ -174,7 +174,8 @@ def info() -> dict[str, Any]:
     ['build_flags', 'compiler', 'cpu_count']
     """
     level = int(lib.tf_simd_level())
-    return {
+    threads = get_num_threads()
+    facts: dict[str, Any] = {
         "version": __version__,
         "native_version": ffi.string(lib.tf_version()).decode(),
         "compiler": ffi.string(lib.tf_build_compiler()).decode(),
@@ -182,8 +183,16 @@ def info() -> dict[str, Any]:
         "native_build": bool(lib.tf_build_native()),
         "simd": ffi.string(lib.tf_simd_name(level)).decode(),
         "cpu_count": int(lib.tf_cpu_count()),
-        "threads": get_num_threads(),
+        "threads": threads,
+        # where a run of that many threads gets them: the calling thread alone, the
+        # host OpenMP team (torch's intra-op threads) or tensorffi's own pool
+        "threads_from": ("calling thread", "tensorffi pool", "host OpenMP (torch)")[int(lib.tf_runtime_backend(threads))],
     }
+    # per kernel module: the SIMD level its kernels run at (tf_<module>_simd)
+    for name in sorted(dir(lib)):
+        if name.startswith("tf_") and name.endswith("_simd") and name != "tf_simd_name":
+            facts[f"simd_{name[3:-5]}"] = ffi.string(lib.tf_simd_name(int(getattr(lib, name)()))).decode()
+    return facts
 
 
 def struct(type_name: str, **fields: Any) -> Struct:
