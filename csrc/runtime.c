@@ -32,7 +32,8 @@
  *   - otherwise our own pool: workers created on demand, kept idle (asleep on a futex)
  *     between runs. Waking a sleeping worker costs ~8 us here against ~30-50 us to
  *     create a thread (benchmarks/RESULTS.md, physics section), which matters for
- *     calls of 0.1-1 ms. TENSORFFI_POOL=own forces the pool (tests use it).
+ *     calls of 0.1-1 ms. TENSORFFI_POOL=own forces the pool, TENSORFFI_POOL=openmp
+ *     the host team wherever it is usable (tests use both).
  *
  * Process-wide state (a deliberate exception to DESIGN.md's "no global mutable state"):
  * the pool's idle list and its mutex, the host OpenMP entry points (looked up once),
@@ -79,6 +80,14 @@
  * within microseconds on an idle machine; on a busy one sleeping gives the core to a
  * thread that has work. */
 #define TF_RT_SPIN_S 50e-6
+/* A host OpenMP run whose start and end cost more than TF_RT_OMP_SLOW_S plus a tenth
+ * of its work sends the runs of the next TF_RT_OMP_BACKOFF_S seconds to the own pool.
+ * libgomp's waits spin for milliseconds before they sleep: when the machine is busy
+ * (more runnable threads than cores), a team thread that has no core keeps the whole
+ * team waiting, and one step of n-body at N = 1024 took 19 ms instead of 0.4 ms
+ * (benchmarks/RESULTS.md); our own waits sleep after 50 us. */
+#define TF_RT_OMP_SLOW_S 200e-6
+#define TF_RT_OMP_BACKOFF_S 1.0
 /* Seconds an idle pool worker spins for the next run before it sleeps. */
 #define TF_RT_IDLE_SPIN_S 20e-6
 /* Default seconds between progress reports. */
@@ -166,6 +175,7 @@ struct tf_rt {
     int (*driver)(tf_rt *rt, void *ctx);
     void *driver_ctx;
     void *block; /* the heap block this run lives in (team runs) */
+    double t_start, t_end; /* host OpenMP runs: when the driver started and ended */
     /* the caller's own */
     double next_report;
     int64_t phase;
@@ -412,6 +422,10 @@ typedef struct {
 static tf_rt_omp_api tf_rt_omp;
 static pthread_once_t tf_rt_omp_once = PTHREAD_ONCE_INIT;
 static atomic_int tf_rt_forked; /* set in a forked child */
+/* Until this time (CLOCK_MONOTONIC, ns) runs use the own pool: the host OpenMP team
+ * was found slow to start or to finish (see tf_rt_omp_judge). A hint, never a
+ * correctness matter: a stale or torn read only picks the other thread source. */
+static _Atomic int64_t tf_rt_omp_slow_until;
 
 static void tf_rt_omp_lookup(void) {
 #if TF_RT_LINUX
@@ -439,6 +453,9 @@ static int tf_rt_omp_team(int threads) {
     if (atomic_load_explicit(&tf_rt_forked, memory_order_relaxed)) return 0;
     pthread_once(&tf_rt_omp_once, tf_rt_omp_lookup);
     if (!tf_rt_omp.parallel) return 0;
+    const int forced = pool && strcmp(pool, "openmp") == 0;
+    if (!forced && tf_rt_now() * 1e9 < (double)atomic_load_explicit(&tf_rt_omp_slow_until, memory_order_relaxed))
+        return 0;
     if (tf_rt_omp.in_parallel()) return -1; /* nested inside a parallel region: run inline */
     int m = tf_rt_omp.max_threads();
     return m >= threads ? m : 0;
@@ -462,6 +479,14 @@ static void tf_rt_leave(tf_rt *rt) {
 
 static void *tf_pool_main(void *arg) {
     tf_rt_worker *w = (tf_rt_worker *)arg;
+#if TF_RT_LINUX && defined(SCHED_BATCH)
+    /* A woken worker must not preempt the thread that woke it: on a busy machine it
+     * lands on the caller's core (no other is idle), takes every unit while the caller
+     * waits for the core back, and two threads ran slower than one. SCHED_BATCH keeps
+     * the fair share and drops the wake-up preemption (any thread may switch to it). */
+    struct sched_param sp = {0};
+    (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
+#endif
     for (;;) {
         tf_rt *rt = atomic_exchange(&w->rt, NULL);
         if (rt) {
@@ -546,7 +571,9 @@ int tf_runtime_pool_size(void) {
 static void tf_rt_omp_entry(void *arg) {
     tf_rt *rt = (tf_rt *)arg;
     if (tf_rt_is_caller(rt)) {
+        rt->t_start = tf_rt_now();
         rt->driver_status = rt->driver(rt, rt->driver_ctx);
+        rt->t_end = tf_rt_now();
         atomic_store(&rt->closed, 1);
         atomic_fetch_add(&rt->seq, 1);
         tf_rt_wake(&rt->seq);
@@ -598,7 +625,12 @@ int tf_rt_run(const tf_rt_opts *o, int (*driver)(tf_rt *rt, void *ctx), void *ct
     rt->driver_ctx = ctx;
     tf_rt_tls_caller = rt;
     if (omp > 0) {
+        double t0 = tf_rt_now();
         tf_rt_omp.parallel(tf_rt_omp_entry, rt, (unsigned)omp, 0);
+        double t1 = tf_rt_now(), overhead = (rt->t_start - t0) + (t1 - rt->t_end);
+        if (overhead > TF_RT_OMP_SLOW_S + 0.1 * (rt->t_end - rt->t_start))
+            atomic_store_explicit(&tf_rt_omp_slow_until, (int64_t)((t1 + TF_RT_OMP_BACKOFF_S) * 1e9),
+                                  memory_order_relaxed);
         tf_rt_tls_caller = saved;
         int st = tf_rt_result(rt->driver_status, rt->status, rt->errmsg);
         free(rt);

@@ -84,10 +84,11 @@ from tensorffi._lib import lib
 raw = tensorffi.core.raw
 
 
-@pytest.fixture(params=["auto", "own"])
+@pytest.fixture(params=["openmp", "own", "auto"])
 def pool(request, monkeypatch):
     """Both places a run gets its threads from: the host OpenMP runtime (torch's
-    libgomp; "auto") and tensorffi's own pool (TENSORFFI_POOL=own)."""
+    libgomp; TENSORFFI_POOL=openmp), tensorffi's own pool (TENSORFFI_POOL=own), and
+    the default choice between them ("auto")."""
     monkeypatch.setenv("TENSORFFI_POOL", request.param)
     return request.param
 
@@ -103,8 +104,11 @@ def parallel_fill(n, units, rounds, threads, progress=None, fail_from=-1, interv
 
 def test_backends_are_as_documented(pool):
     assert lib.tf_runtime_backend(1) == 0
-    want = 1 if pool == "own" else (2 if torch.get_num_threads() >= 2 else 1)
-    assert lib.tf_runtime_backend(2) == want
+    host = 2 if torch.get_num_threads() >= 2 else 1
+    if pool == "auto":  # the host team, unless it was recently found slow (a busy machine)
+        assert lib.tf_runtime_backend(2) in (1, host)
+    else:
+        assert lib.tf_runtime_backend(2) == (1 if pool == "own" else host)
     assert lib.tf_runtime_backend(torch.get_num_threads() + 1) == 1  # more than the host team: own pool
 
 
@@ -240,7 +244,7 @@ def _child_runs_kernels(conn) -> None:
 def test_a_forked_child_runs_kernels_after_the_parent_used_threads(pool):
     # The parent has used both the host OpenMP team and the own pool; the child (one
     # thread) must get working threads, never the parent's vanished ones.
-    for p in ("auto", "own"):
+    for p in ("openmp", "own"):
         os.environ["TENSORFFI_POOL"] = p
         parallel_fill(30_000, 24, 3, 3)
         parallel_fill(30_000, 24, 3, 2)
