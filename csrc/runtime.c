@@ -207,6 +207,10 @@ struct tf_rt {
 
 /* The run the calling thread is the caller of (saved and restored around nested runs). */
 static _Thread_local tf_rt *tf_rt_tls_caller;
+/* Non-zero while this thread is a helper of a run: a run started from inside a unit
+ * runs inline (the outer run already has the threads; more would only oversubscribe,
+ * and a libgomp team started from a pool thread would create a pool of its own). */
+static _Thread_local int tf_rt_tls_helper;
 
 static int tf_rt_is_caller(const tf_rt *rt) { return tf_rt_tls_caller == rt; }
 
@@ -347,7 +351,9 @@ static void tf_rt_helper(tf_rt *rt) {
     for (;;) {
         int s = atomic_load_explicit(&rt->seq, memory_order_acquire);
         if (atomic_load(&rt->closed)) return;
+        tf_rt_tls_helper++;
         tf_rt_work(rt, tid);
+        tf_rt_tls_helper--;
         if (!tf_rt_spin(&rt->seq, s, TF_RT_SPIN_S)) {
             atomic_fetch_add(&rt->sleepers, 1);
             while (atomic_load(&rt->seq) == s) tf_rt_sleep(&rt->seq, s, 0);
@@ -606,7 +612,7 @@ static int tf_rt_result(int driver_status, int status, const char *msg) {
 int tf_rt_run(const tf_rt_opts *o, int (*driver)(tf_rt *rt, void *ctx), void *ctx) {
     int threads = o->threads < 1 ? 1 : o->threads > TF_RT_MAX_THREADS ? TF_RT_MAX_THREADS : o->threads;
     tf_rt *saved = tf_rt_tls_caller;
-    int omp = threads > 1 ? tf_rt_omp_team(threads) : -1;
+    int omp = threads > 1 && !tf_rt_tls_helper ? tf_rt_omp_team(threads) : -1;
     if (threads == 1 || omp < 0) {
         tf_rt rt;
         memset(&rt, 0, sizeof rt);
@@ -730,7 +736,7 @@ void tf_populate(void *ptr, int64_t bytes) {
 /* ======================================================================== */
 
 int tf_runtime_backend(int threads) {
-    if (threads <= 1) return 0;
+    if (threads <= 1 || tf_rt_tls_helper) return 0;
     int omp = tf_rt_omp_team(threads > TF_RT_MAX_THREADS ? TF_RT_MAX_THREADS : threads);
     return omp < 0 ? 0 : omp > 0 ? 2 : 1;
 }
