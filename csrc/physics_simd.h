@@ -15,8 +15,8 @@
  *   K_KEEP_NONZERO(v, d2)  v where d2 != 0 (NaN included), else 0 (also where v is inf or NaN)
  *   K_TRI_MASK(f, jb, row, n)  f in the lanes j = jb + l with row < j < n, else 0
  *   K_HSUM(v)         the sum of the lanes
- *   K_I_VECS          vectors of bodies i per block of the all-pairs kernel (2: the
- *                     j loads are shared; 1 where 16 registers cannot hold two)
+ *   K_I_VECS          vectors of bodies i per block of the all-pairs kernel, 1 to 4
+ *                     (AVX-512: 2, as fast as 4 at N = 64; AVX2: 1, as two spill)
  *   K_ROW_PAIRS       1: the pair-once kernel takes two rows at a time (they share the
  *                     loads of j), 0: one (fewer live registers: AVX2 has 16)
  *
@@ -38,12 +38,17 @@ static inline __attribute__((always_inline)) void K_CAT(K_NAME, _body)(
     const int64_t block = K_I_VECS * K_W;
     const K_VEC veps2 = K_SET1(eps2);
     for (int64_t ib = i0; ib < i1; ib += block) {
-        const K_VEC xi0 = K_LOAD(x + ib), yi0 = K_LOAD(y + ib), zi0 = K_LOAD(z + ib);
-        const K_VEC xi1 = K_I_VECS > 1 ? K_LOAD(x + ib + K_W) : xi0;
-        const K_VEC yi1 = K_I_VECS > 1 ? K_LOAD(y + ib + K_W) : yi0;
-        const K_VEC zi1 = K_I_VECS > 1 ? K_LOAD(z + ib + K_W) : zi0;
+        /* vectors 1.. exist when K_I_VECS says so (the others are never used) */
+#define K_LD(p, v) (K_I_VECS > (v) ? K_LOAD((p) + ib + (v) * K_W) : K_ZERO())
+        const K_VEC xi0 = K_LD(x, 0), yi0 = K_LD(y, 0), zi0 = K_LD(z, 0);
+        const K_VEC xi1 = K_LD(x, 1), yi1 = K_LD(y, 1), zi1 = K_LD(z, 1);
+        const K_VEC xi2 = K_LD(x, 2), yi2 = K_LD(y, 2), zi2 = K_LD(z, 2);
+        const K_VEC xi3 = K_LD(x, 3), yi3 = K_LD(y, 3), zi3 = K_LD(z, 3);
+#undef K_LD
         K_VEC ax0 = K_ZERO(), ay0 = K_ZERO(), az0 = K_ZERO();
         K_VEC ax1 = K_ZERO(), ay1 = K_ZERO(), az1 = K_ZERO();
+        K_VEC ax2 = K_ZERO(), ay2 = K_ZERO(), az2 = K_ZERO();
+        K_VEC ax3 = K_ZERO(), ay3 = K_ZERO(), az3 = K_ZERO();
 
 #define K_PAIR(V)                                                                           \
     do {                                                                                    \
@@ -51,7 +56,7 @@ static inline __attribute__((always_inline)) void K_CAT(K_NAME, _body)(
         K_VEC s;                                                                            \
         if (guard) {                                                                        \
             K_VEC d2 = K_FMADD(dz, dz, K_FMADD(dy, dy, K_MUL(dx, dx)));                     \
-            s = K_KEEP_NONZERO(K_INV3(K_ADD(d2, veps2), mj), d2);                               \
+            s = K_KEEP_NONZERO(K_INV3(K_ADD(d2, veps2), mj), d2);                           \
         } else {                                                                            \
             s = K_INV3(K_FMADD(dz, dz, K_FMADD(dy, dy, K_FMADD(dx, dx, veps2))), mj);       \
         }                                                                                   \
@@ -64,17 +69,24 @@ static inline __attribute__((always_inline)) void K_CAT(K_NAME, _body)(
             const K_VEC xj = K_SET1(x[j]), yj = K_SET1(y[j]), zj = K_SET1(z[j]), mj = K_SET1(gm[j]);
             K_PAIR(0);
             if (K_I_VECS > 1) K_PAIR(1);
+            if (K_I_VECS > 2) K_PAIR(2);
+            if (K_I_VECS > 3) K_PAIR(3);
         }
 #undef K_PAIR
         const K_VEC scale = K_SET1(K_ACC_SCALE);
-        K_STORE(ax + ib, K_MUL(ax0, scale));
-        K_STORE(ay + ib, K_MUL(ay0, scale));
-        K_STORE(az + ib, K_MUL(az0, scale));
-        if (K_I_VECS > 1) {
-            K_STORE(ax + ib + K_W, K_MUL(ax1, scale));
-            K_STORE(ay + ib + K_W, K_MUL(ay1, scale));
-            K_STORE(az + ib + K_W, K_MUL(az1, scale));
-        }
+#define K_ST(v)                                                                             \
+    do {                                                                                    \
+        if (K_I_VECS > (v)) {                                                               \
+            K_STORE(ax + ib + (v) * K_W, K_MUL(ax##v, scale));                              \
+            K_STORE(ay + ib + (v) * K_W, K_MUL(ay##v, scale));                              \
+            K_STORE(az + ib + (v) * K_W, K_MUL(az##v, scale));                              \
+        }                                                                                   \
+    } while (0)
+        K_ST(0);
+        K_ST(1);
+        K_ST(2);
+        K_ST(3);
+#undef K_ST
     }
 }
 
