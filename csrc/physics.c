@@ -115,12 +115,18 @@ static void tf_phys_free(void *p) { free(p); }
 /* Potential energy (double precision, all element types)                   */
 /* ======================================================================== */
 
+typedef double (*tf_phys_pot_row_fn)(const double *x, const double *y, const double *z, const double *m,
+                                     int64_t n, int64_t i, double eps2);
+
 typedef struct {
     const double *soa; /* per system: x | y | z | m, each n long */
     int64_t n, rows;
     double eps2;
     double *partial;
+    tf_phys_pot_row_fn row;
 } tf_phys_pot;
+
+static tf_phys_pot_row_fn tf_phys_pick_pot_row(void);
 
 /* m_i * sum_{j > i} m_j / sqrt(r_ij^2 + eps^2); a pair with r^2 + eps^2 = 0 (two
  * bodies at the same place, no softening) is left out, as it is from the forces. */
@@ -151,15 +157,15 @@ static int tf_phys_pot_range(void *arg, int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; item++) {
         const int64_t s = item / p->rows, r = item % p->rows;
         const double *x = p->soa + s * 4 * n, *y = x + n, *z = y + n, *m = z + n;
-        double v = tf_phys_pot_row(x, y, z, m, n, r, p->eps2);
-        if (n - 1 - r != r) v += tf_phys_pot_row(x, y, z, m, n, n - 1 - r, p->eps2);
+        double v = p->row(x, y, z, m, n, r, p->eps2);
+        if (n - 1 - r != r) v += p->row(x, y, z, m, n, n - 1 - r, p->eps2);
         p->partial[item] = v;
     }
     return TF_OK;
 }
 
 static int tf_phys_potential(const double *soa, int64_t b, int64_t n, double eps2, int nthreads, double *out) {
-    tf_phys_pot p = {soa, n, (n + 1) / 2, eps2, NULL};
+    tf_phys_pot p = {soa, n, (n + 1) / 2, eps2, NULL, tf_phys_pick_pot_row()};
     p.partial = malloc((size_t)(b * p.rows) * sizeof(double));
     if (!p.partial) return TF_ENOMEM;
     int64_t min_items = 200000 / (n > 0 ? n : 1);
@@ -230,6 +236,29 @@ static inline float tf_phys_hsum_avx2_ps(__m256 v) {
 static inline double tf_phys_hsum_avx2_pd(__m256d v) {
     __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
     return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
+/* The potential's row sum (see tf_phys_pot_row), four pairs at a time. */
+static double tf_phys_pot_row_avx2(const double *x, const double *y, const double *z, const double *m, int64_t n,
+                                   int64_t i, double eps2) {
+    const __m256d xi = _mm256_set1_pd(x[i]), yi = _mm256_set1_pd(y[i]), zi = _mm256_set1_pd(z[i]);
+    const __m256d veps2 = _mm256_set1_pd(eps2), zero = _mm256_setzero_pd();
+    __m256d acc = zero;
+    int64_t j = i + 1;
+    for (; j + 4 <= n; j += 4) {
+        __m256d dx = _mm256_sub_pd(_mm256_loadu_pd(x + j), xi), dy = _mm256_sub_pd(_mm256_loadu_pd(y + j), yi);
+        __m256d dz = _mm256_sub_pd(_mm256_loadu_pd(z + j), zi);
+        __m256d r2 = _mm256_fmadd_pd(dz, dz, _mm256_fmadd_pd(dy, dy, _mm256_fmadd_pd(dx, dx, veps2)));
+        __m256d q = _mm256_div_pd(_mm256_loadu_pd(m + j), _mm256_sqrt_pd(r2));
+        acc = _mm256_add_pd(acc, _mm256_and_pd(q, _mm256_cmp_pd(r2, zero, _CMP_NEQ_UQ)));
+    }
+    double s = tf_phys_hsum_avx2_pd(acc);
+    for (; j < n; j++) {
+        double dx = x[j] - x[i], dy = y[j] - y[i], dz = z[j] - z[i];
+        double r2 = dx * dx + dy * dy + dz * dz + eps2;
+        s += r2 == 0 ? 0.0 : m[j] / sqrt(r2);
+    }
+    return m[i] * s;
 }
 
 #define K_NAME tf_phys_force_avx2_f32
@@ -318,6 +347,23 @@ static inline __m512d tf_phys_tri_mask_avx512_pd(__m512d f, int64_t jb, int64_t 
     return _mm512_maskz_mov_pd(ok, f);
 }
 
+static double tf_phys_pot_row_avx512(const double *x, const double *y, const double *z, const double *m,
+                                     int64_t n, int64_t i, double eps2) {
+    const __m512d xi = _mm512_set1_pd(x[i]), yi = _mm512_set1_pd(y[i]), zi = _mm512_set1_pd(z[i]);
+    const __m512d veps2 = _mm512_set1_pd(eps2), zero = _mm512_setzero_pd();
+    __m512d acc = zero;
+    for (int64_t j = i + 1; j < n; j += 8) {
+        const __mmask8 live = n - j >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - j)) - 1);
+        __m512d dx = _mm512_sub_pd(_mm512_maskz_loadu_pd(live, x + j), xi);
+        __m512d dy = _mm512_sub_pd(_mm512_maskz_loadu_pd(live, y + j), yi);
+        __m512d dz = _mm512_sub_pd(_mm512_maskz_loadu_pd(live, z + j), zi);
+        __m512d r2 = _mm512_fmadd_pd(dz, dz, _mm512_fmadd_pd(dy, dy, _mm512_fmadd_pd(dx, dx, veps2)));
+        __m512d q = _mm512_div_pd(_mm512_maskz_loadu_pd(live, m + j), _mm512_sqrt_pd(r2));
+        acc = _mm512_mask_add_pd(acc, live & _mm512_cmp_pd_mask(r2, zero, _CMP_NEQ_UQ), acc, q);
+    }
+    return m[i] * _mm512_reduce_add_pd(acc);
+}
+
 #define K_NAME tf_phys_force_avx512_f32
 #define K_SYM_NAME tf_phys_rows_avx512_f32
 #define K_REAL float
@@ -375,6 +421,17 @@ static inline __m512d tf_phys_tri_mask_avx512_pd(__m512d f, int64_t jb, int64_t 
 #endif
 
 #endif /* TF_PHYS_X86 */
+
+static tf_phys_pot_row_fn tf_phys_pick_pot_row(void) {
+#if TF_PHYS_X86
+    switch (tf_phys_level(sizeof(double))) {
+    case TF_SIMD_AVX512: return tf_phys_pot_row_avx512;
+    case TF_SIMD_AVX2: return tf_phys_pot_row_avx2;
+    default: break;
+    }
+#endif
+    return tf_phys_pot_row;
+}
 
 /* ======================================================================== */
 /* The entry points, once per element type                                  */

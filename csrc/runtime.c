@@ -86,7 +86,7 @@
  * (more runnable threads than cores), a team thread that has no core keeps the whole
  * team waiting, and one step of n-body at N = 1024 took 19 ms instead of 0.4 ms
  * (benchmarks/RESULTS.md); our own waits sleep after 50 us. */
-#define TF_RT_OMP_SLOW_S 200e-6
+#define TF_RT_OMP_SLOW_S 60e-6
 #define TF_RT_OMP_BACKOFF_S 1.0
 /* Seconds an idle pool worker spins for the next run before it sleeps. */
 #define TF_RT_IDLE_SPIN_S 20e-6

@@ -120,6 +120,9 @@ def test_every_simd_level_matches_reference(rng, monkeypatch, simd, dtype):
             p, v = ph.nbody(pos, vel, mass, dt=1e-2, steps=3, softening=softening)
             assert_close_to(p, rp, rp, TOL[dtype][0])
             assert_close_to(v - vel, rv - vel, rv - vel, TOL[dtype][1])
+            e = ph.energy(pos, vel, mass, softening=softening)  # its vectorised row sums
+            np.testing.assert_allclose(e, ref_energy(pos, vel, mass, softening=softening),
+                                       rtol=1e-6 if dtype == "float32" else 1e-12)
 
 
 def test_mass_of_shape_n_is_shared_by_all_systems(rng, kind):
