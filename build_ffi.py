@@ -76,6 +76,8 @@ NATIVE = os.environ.get("TENSORFFI_NATIVE", "") in ("1", "true", "yes")
 DEBUG = os.environ.get("TENSORFFI_DEBUG", "") in ("1", "true", "yes")
 SANITIZE = os.environ.get("TENSORFFI_SANITIZE", "") in ("1", "true", "yes")
 FLAGS = compile_flags(NATIVE, DEBUG, SANITIZE)
+# The compiler setuptools will run: $CC when set (it overrides sysconfig's), else
+# Python's own. The module also reports what its predefined macros say (core.c).
 COMPILER = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
 
 def cdefs_accessor(text: str) -> tuple[str, str]:

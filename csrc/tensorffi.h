@@ -64,8 +64,17 @@ int tf_build_native(void);
 /* Best SIMD level this CPU supports (capped by TENSORFFI_SIMD=scalar|avx2|avx512). */
 int tf_simd_level(void);
 const char *tf_simd_name(int level);
-/* Number of CPUs this process may run on. */
+/* Number of CPUs this process may run on (its CPU affinity; all online CPUs where
+ * the system has no affinity call). */
 int tf_cpu_count(void);
+
+/* The thread runtime (runtime.c): where a run of `threads` threads started on the
+ * calling thread now would get its threads: 0 none (inline: threads == 1, or inside
+ * a parallel region already), 1 tensorffi's own pool, 2 the host OpenMP runtime's
+ * team (PyTorch's intra-op threads). */
+int tf_runtime_backend(int threads);
+/* Threads in tensorffi's own pool (created on demand and kept; 0 in a fresh fork). */
+int tf_runtime_pool_size(void);
 
 /* Bridge self-test kernels: small, real functions used by the tests, the demo and
  * the call-overhead benchmark. */
@@ -209,6 +218,10 @@ int tf_physics_energy_f32(const float *pos, const float *vel, const float *mass,
 int tf_physics_energy_f64(const double *pos, const double *vel, const double *mass, int64_t b,
                           int64_t n, double G, double softening, int nthreads, double *out);
 
+/* The SIMD level (TF_SIMD_*) the physics kernels run at on this CPU, after the
+ * TENSORFFI_SIMD cap and the module's measured preference. */
+int tf_physics_simd(void);
+
 /* Total momentum of each of b systems, out[s][k] = sum_i m_i v_i[k] (double accumulation). */
 int tf_physics_momentum_f32(const float *vel, const float *mass, int64_t b, int64_t n, float *out);
 int tf_physics_momentum_f64(const double *vel, const double *mass, int64_t b, int64_t n, double *out);
@@ -335,6 +348,18 @@ typedef int (*tf_progress_fn)(void *handle, int64_t done, int64_t total);
  * count reached to *reached. */
 int tf_core_count(int64_t total, int64_t steps, tf_progress_fn fn, void *handle, int64_t *reached);
 
+/* Self-test of the thread runtime: out[i] = 3 i + 1 for i < n, written in `units`
+ * units (contiguous slices) on up to `nthreads` threads. Each unit writes its slice
+ * `rounds` times (round r < rounds - 1 writes -(r + 1)), with a checkpoint after each
+ * round; tids[u] receives the index of the thread that ran unit u (0: the caller).
+ * Units u >= fail_from (if fail_from >= 0) fail with TF_EINVAL and the message "unit
+ * <u> failed" (written on the thread that ran it): the lowest such unit's is the
+ * call's. Progress (in rounds of units) goes to fn from the calling thread, every
+ * `interval_ms` (0: at every checkpoint of the caller); a non-zero answer stops the
+ * run with TF_EINTERRUPTED. */
+int tf_core_parallel_fill(int64_t *out, int64_t n, int64_t units, int64_t rounds, int nthreads, int32_t *tids,
+                          int64_t fail_from, int interval_ms, tf_progress_fn fn, void *handle);
+
 /* ---- internal helpers (not declared in cdefs/) ------------------------- */
 #ifdef TF_INTERNAL
 /* Set the thread-local message and return `code`. printf-style. */
@@ -344,11 +369,64 @@ int tf_error(int code, const char *fmt, ...)
 #endif
     ;
 
-/* Run fn(ctx, begin, end) over [0, n) split in contiguous blocks on up to
- * `nthreads` threads (threads are created per call: no pool, fork-safe). Returns
- * the first non-zero status returned by fn, or 0. */
+/* ---- the thread runtime (runtime.c) ------------------------------------
+ * One parallel call is a *run*: a driver function on the calling thread that opens
+ * phases of independent units; idle threads (the host OpenMP runtime's, or our
+ * pool's) take units one at a time and the caller works too. See runtime.c. */
+typedef struct tf_rt tf_rt;
+/* A unit of work; tid is the thread's index in the run (0 = the caller, < threads).
+ * A non-zero return stops the run with that status (the lowest failing unit wins;
+ * its tf_error message is carried to the caller's thread). */
+typedef int (*tf_rt_unit_fn)(void *ctx, int64_t unit, int tid);
+typedef struct {
+    int threads;                  /* threads that may take part (1: inline, no thread) */
+    tf_progress_fn fn;            /* progress callback, called on the caller only (NULL: none) */
+    void *handle;
+    int64_t (*done)(void *ctx);   /* progress so far, for the runtime's own reports (NULL: the
+                                     driver reports alone, with tf_rt_report) */
+    void *done_ctx;
+    int64_t total;                /* progress total passed to fn */
+    double interval;              /* seconds between reports (<= 0: 0.1) */
+} tf_rt_opts;
+/* Run driver(rt, ctx) on the calling thread, with up to opts->threads threads for its
+ * phases. Returns the driver's status if non-zero, else the run's first failure (a
+ * unit's status, or TF_EINTERRUPTED after a stop), else 0. */
+int tf_rt_run(const tf_rt_opts *opts, int (*driver)(tf_rt *rt, void *ctx), void *ctx);
+/* Driver only: run fn over units [0, units) on the run's threads and return when all
+ * are done (or, after a stop, when those already started are): the run's status. */
+int tf_rt_phase(tf_rt *rt, int64_t units, tf_rt_unit_fn fn, void *ctx);
+/* Inside a unit, at a point where the thread may pause (it touches no caller memory
+ * while paused): parks while the caller reports progress. Returns non-zero once the
+ * run is stopping: return from the unit without touching caller memory again. */
+int tf_rt_checkpoint(tf_rt *rt);
+/* Caller thread only (a no-op elsewhere): call the progress callback with `done` if
+ * the interval has passed (or `force`), once every other thread is out of its unit.
+ * Returns non-zero once the run is stopping (the callback is then never called again). */
+int tf_rt_report(tf_rt *rt, int64_t done, int force);
+int tf_rt_stopped(const tf_rt *rt);
+/* Stop the run with `status` (TF_EINTERRUPTED if 0): no unit starts afterwards. */
+void tf_rt_stop(tf_rt *rt, int status);
+/* Threads that may take part in the run (per-thread buffers: tid < this). */
+int tf_rt_threads(const tf_rt *rt);
+/* Threads worth using for `work`: at most nthreads, and one per min_work_per_thread. */
+int tf_rt_threads_for(double work, double min_work_per_thread, int nthreads);
+
+/* Run fn(ctx, begin, end) over [0, n) on up to nthreads threads, at most one thread
+ * per min_per_thread items (fewer items: fn(ctx, 0, n) on the calling thread). The
+ * range is cut into about four contiguous blocks per thread, taken on demand.
+ * Returns the first non-zero status returned by fn, or 0. */
 typedef int (*tf_range_fn)(void *ctx, int64_t begin, int64_t end);
 int tf_parallel_for(int64_t n, int nthreads, int64_t min_per_thread, tf_range_fn fn, void *ctx);
+
+/* Fault in the pages of a large output before threads write it: C calls this on a
+ * buffer it is about to overwrite entirely, before its parallel phase. Fresh pages
+ * (a new mapping, as malloc gives for blocks of 32 MiB and more) are asked for as
+ * 2 MiB pages where transparent huge pages are on "madvise", and faulted in with one
+ * MADV_POPULATE_WRITE call (Linux >= 5.14; else one write per page, keeping the
+ * contents). Buffers under TF_POPULATE_MIN_BYTES, and buffers already in memory,
+ * are left alone. */
+#define TF_POPULATE_MIN_BYTES ((int64_t)1 << 22)
+void tf_populate(void *ptr, int64_t bytes);
 #endif
 
 #ifdef __cplusplus
