@@ -256,27 +256,62 @@ static ATTR void FN(run)(VT *buf, int64_t T, const VT *cf, VT *z, int64_t S, int
 
 /* ---- sosfilt ------------------------------------------------------------- */
 
+/* buf[b cap + t] = x[lanes of group b, t0 + t] for nb full groups that follow each
+ * other along one row (group b's lanes start at base0 + b NL): read sample by
+ * sample, so memory is swept in address order and the hardware prefetchers stream
+ * it (group by group, each pass would touch every line of the block again). */
+static ATTR void FN(load_row)(const IO *x, int64_t base0, int64_t ts, int64_t t0, int64_t T, int64_t nb, VT *buf,
+                              int64_t cap) {
+    const IO *p = x + base0 + t0 * ts;
+    for (int64_t t = 0; t < T; t++, p += ts)
+        for (int64_t b = 0; b < nb; b++) buf[b * cap + t] = __builtin_convertvector(*(const FN(iovec) *)(p + b * NL), VT);
+}
+
+static ATTR void FN(store_row)(IO *y, int64_t base0, int64_t ts, int64_t t0, int64_t T, int64_t nb, const VT *buf,
+                               int64_t cap) {
+    IO *p = y + base0 + t0 * ts;
+    for (int64_t t = 0; t < T; t++, p += ts)
+        for (int64_t b = 0; b < nb; b++) *(FN(iovec) *)(p + b * NL) = __builtin_convertvector(buf[b * cap + t], FN(iovec));
+}
+
 static ATTR int FN(sosfilt_range)(void *vctx, int64_t g0, int64_t g1) {
     const tf_sos_job *job = (const tf_sos_job *)vctx;
     const int64_t S = job->S, n = job->lo.n, inner = job->lo.inner, sstride = job->lo.outer * 2 * inner;
-    /* Groups whose lanes are adjacent in memory are filtered a batch at a time,
-     * block by block, so each block of a row is read from memory once. */
-    const int64_t batch = job->lo.by_row ? TF_SOS_BATCH : 1;
-    const int64_t blk = job->blk;
-    VT *mem = (VT *)tf_sos_alloc((size_t)(NCFK * S + batch * 2 * S + TF_SOS_BLOCK_MAX) * sizeof(VT));
+    /* Groups whose lanes are adjacent in memory are filtered a row's batch at a
+     * time, block by block (blocks of the whole batch fit L1), so each block of a
+     * row is read from memory once, in order. */
+    const int by_row = job->lo.by_row;
+    const int64_t batch = by_row ? TF_SOS_BATCH : 1;
+    int64_t blk = job->blk;
+    if (by_row) {
+        const int64_t per = job->lo.per_row < batch ? job->lo.per_row : batch;
+        blk = (int64_t)(32768 / ((size_t)per * sizeof(VT)));
+        blk = blk < 16 ? 16 : blk > TF_SOS_BLOCK_MAX ? TF_SOS_BLOCK_MAX : blk;
+    }
+    const int64_t cap = TF_SOS_BLOCK_MAX;
+    VT *mem = (VT *)tf_sos_alloc((size_t)(NCFK * S + batch * 2 * S + batch * cap) * sizeof(VT));
     if (!mem) return tf_error(TF_ENOMEM, "sosfilt: out of memory");
     VT *cf = mem, *z = cf + NCFK * S, *buf = z + batch * 2 * S;
     FN(coefs)(job->sos, S, cf);
     tf_sos_group g[TF_SOS_BATCH];
-    for (int64_t gb = g0; gb < g1; gb += batch) {
-        const int64_t nb = g1 - gb < batch ? g1 - gb : batch;
+    for (int64_t gb = g0, nb; gb < g1; gb += nb) {
+        nb = g1 - gb < batch ? g1 - gb : batch;
+        if (by_row && nb > job->lo.per_row - gb % job->lo.per_row) nb = job->lo.per_row - gb % job->lo.per_row;
+        int64_t nfull = 0; /* the full groups come first: only a row's last group can be partial */
         for (int64_t b = 0; b < nb; b++) {
             tf_sos_group_init(&job->lo, gb + b, NL, &g[b]);
+            g[b].nt = job->nt;
+            if (by_row && g[b].contiguous && nfull == b) nfull++;
             FN(state_load)((const IO *)job->zi, &g[b], sstride, inner, S, z + b * 2 * S);
         }
         for (int64_t t0 = 0; t0 < n; t0 += blk) {
             int64_t T = n - t0 < blk ? n - t0 : blk;
-            for (int64_t b = 0; b < nb; b++) {
+            if (nfull > 0) {
+                FN(load_row)((const IO *)job->x, g[0].base[0], inner, t0, T, nfull, buf, cap);
+                for (int64_t b = 0; b < nfull; b++) FN(run)(buf + b * cap, T, cf, z + b * 2 * S, S, 0);
+                FN(store_row)((IO *)job->y, g[0].base[0], inner, t0, T, nfull, buf, cap);
+            }
+            for (int64_t b = nfull; b < nb; b++) {
                 FN(load)((const IO *)job->x, &g[b], inner, t0, T, buf);
                 FN(run)(buf, T, cf, z + b * 2 * S, S, 0);
                 FN(store)((IO *)job->y, &g[b], inner, t0, T, buf);
@@ -284,6 +319,7 @@ static ATTR int FN(sosfilt_range)(void *vctx, int64_t g0, int64_t g1) {
         }
         for (int64_t b = 0; b < nb; b++) FN(state_store)((IO *)job->zf, &g[b], sstride, inner, S, z + b * 2 * S);
     }
+    if (job->nt) TF_SOS_SFENCE();
     free(mem);
     return TF_OK;
 }
@@ -575,9 +611,11 @@ static ATTR int FN(filtfilt_range)(void *vctx, int64_t g0, int64_t g1) {
             FN(run)(pad, E, cf, z, S, 0);
             yend = pad[E - 1];
         }
-        /* backward, from the steady state of the forward output's last sample */
+        /* backward, from the steady state of the forward output's last sample; its
+         * stores are final (the forward pass's are read back, so cached) */
         for (int64_t k = 0; k < 2 * S; k++) z[k] = CMUL(zss + KC * k, yend);
         if (E > 0) FN(run)(pad, E, cf, z, S, 1);
+        g.nt = job->nt;
         for (int64_t b = nblk - 1; b >= 0; b--) {
             int64_t t0 = b * blk, T = n - t0 < blk ? n - t0 : blk;
             FN(load)(y, &g, inner, t0, T, buf);
@@ -585,6 +623,7 @@ static ATTR int FN(filtfilt_range)(void *vctx, int64_t g0, int64_t g1) {
             FN(store)(y, &g, inner, t0, T, buf);
         }
     }
+    if (job->nt) TF_SOS_SFENCE();
     free(mem);
     return TF_OK;
 }
