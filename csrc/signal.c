@@ -94,6 +94,10 @@ typedef struct {
     double *partial;       /* backward: [chunks, S, 5] gradient sums */
     int64_t edge;          /* sosfiltfilt: pad length */
     int padtype;           /* sosfiltfilt: TF_SIGNAL_PAD_* */
+    /* tf_sos_run: the work items [0, items) are claimed `chunk` at a time from
+     * `next` (atomically) by the threads running `fn` */
+    tf_range_fn fn;
+    int64_t items, chunk, next;
 } tf_sos_job;
 
 static void tf_sos_layout_init(tf_sos_layout *lo, int64_t outer, int64_t n, int64_t inner, int lanes) {
@@ -1053,6 +1057,40 @@ static int tf_sos_check(const char *fn, int cplx, const double *sos, int64_t S, 
     return TF_OK;
 }
 
+/* A thread of tf_sos_run: claims chunks of work items until none is left, so a
+ * thread that runs (on a machine busy with other work, one of ours may wait for
+ * a CPU) takes over the items another has not reached. Each item's result does
+ * not depend on which thread computes it. */
+static int tf_sos_worker(void *vctx, int64_t w0, int64_t w1) {
+    tf_sos_job *job = (tf_sos_job *)vctx;
+    (void)w0, (void)w1;
+    for (;;) {
+        const int64_t i0 = __atomic_fetch_add(&job->next, job->chunk, __ATOMIC_RELAXED);
+        if (i0 >= job->items) return TF_OK;
+        const int64_t i1 = i0 + job->chunk < job->items ? i0 + job->chunk : job->items;
+        const int rc = job->fn(job, i0, i1);
+        if (rc) {
+            __atomic_store_n(&job->next, job->items, __ATOMIC_RELAXED); /* the others stop too */
+            return rc;
+        }
+    }
+}
+
+/* fn over items [0, items) on up to `nthreads` threads (fewer when there is less
+ * than `min_per_thread` items per thread), balanced dynamically. */
+static int tf_sos_run(tf_sos_job *job, tf_range_fn fn, int64_t items, int nthreads, int64_t min_per_thread) {
+    if (items <= 0) return TF_OK;
+    int64_t useful = items / (min_per_thread > 0 ? min_per_thread : 1);
+    if (useful < 1) useful = 1;
+    const int64_t workers = nthreads < useful ? (nthreads > 0 ? nthreads : 1) : useful;
+    if (workers == 1) return fn(job, 0, items);
+    job->fn = fn;
+    job->items = items;
+    job->chunk = items / (4 * workers) > 0 ? items / (4 * workers) : 1;
+    job->next = 0;
+    return tf_parallel_for(workers, (int)workers, 1, tf_sos_worker, job);
+}
+
 /* Threads worth starting for `groups` groups of `per_group` units of work. */
 static int64_t tf_sos_min_groups(int64_t per_group) {
     if (per_group < 1) per_group = 1;
@@ -1087,10 +1125,10 @@ static int tf_sos_filter(const char *fn, int is_f32, int cplx, const double *sos
     job.zf = zf;
     if (S > 1 && outer * inner <= TF_SOS_WAVE_MAX_CHANNELS) {
         tf_sos_wave w = tf_sos_pick_wave(kind, level, S);
-        if (w.lanes) return tf_parallel_for(outer * inner, nthreads, tf_sos_min_groups(n * S), w.fn, &job);
+        if (w.lanes) return tf_sos_run(&job, w.fn, outer * inner, nthreads, tf_sos_min_groups(n * S));
     }
     int64_t work = n * (S > 0 ? S : 1) * (int64_t)impl.lanes;
-    return tf_parallel_for(job.lo.ngroups, nthreads, tf_sos_min_groups(work), impl.sosfilt, &job);
+    return tf_sos_run(&job, impl.sosfilt, job.lo.ngroups, nthreads, tf_sos_min_groups(work));
 }
 
 int tf_signal_sosfilt_f32(const double *sos, int64_t n_sections, const float *x, float *y, int64_t outer, int64_t n,
@@ -1140,7 +1178,7 @@ static int tf_sos_backward(const char *fn, int is_f32, const double *sos, int64_
     job.partial = (double *)calloc((size_t)(nchunks * 5 * S + 1), sizeof(double));
     if (!job.partial) return tf_error(TF_ENOMEM, "%s: out of memory", fn);
     int64_t work = 4 * n * (S > 0 ? S : 1) * (int64_t)impl.lanes * job.per_chunk;
-    rc = tf_parallel_for(nchunks, nthreads, tf_sos_min_groups(work), impl.backward, &job);
+    rc = tf_sos_run(&job, impl.backward, nchunks, nthreads, tf_sos_min_groups(work));
     if (rc == TF_OK && gsos) {
         for (int64_t s = 0; s < S; s++) {
             double sum[5] = {0, 0, 0, 0, 0};
@@ -1198,7 +1236,7 @@ static int tf_sos_filtfilt(const char *fn, int is_f32, int cplx, const double *s
     job.edge = padlen;
     job.padtype = padtype;
     int64_t work = 2 * (n + 2 * padlen) * (S > 0 ? S : 1) * (int64_t)impl.lanes;
-    return tf_parallel_for(job.lo.ngroups, nthreads, tf_sos_min_groups(work), impl.filtfilt, &job);
+    return tf_sos_run(&job, impl.filtfilt, job.lo.ngroups, nthreads, tf_sos_min_groups(work));
 }
 
 int tf_signal_sosfiltfilt_f32(const double *sos, int64_t n_sections, const double *zi, const float *x, float *y,
