@@ -116,6 +116,13 @@ _CC = {"complex64": "c64", "complex128": "c128"}
 _PART = {"complex64": "float32", "complex128": "float64"}
 
 _forward_c = {dt: native(f"tf_signal_sosfilt_{s}", _FORWARD.format(w=6)) for dt, s in _RC.items()}
+# the common case, a C-contiguous real signal filtered along its last axis, as 2-D
+# [outer, n] arrays (no reshape to 3-D per call)
+_FORWARD2 = (
+    "sos: [n_sections, 6]; x: [outer, n]; y: out [outer, n]; zi: in? [n_sections, outer, 2]; "
+    "zf: inout? [n_sections, outer, 2]; inner = 1"
+)
+_forward2_c = {dt: native(f"tf_signal_sosfilt_{s}", _FORWARD2) for dt, s in _RC.items()}
 _forward_cc = {dt: native(f"tf_signal_sosfilt_{s}", _FORWARD.format(w=12)) for dt, s in _CC.items()}
 _backward_c = {dt: native(f"tf_signal_sosfilt_backward_{s}", _BACKWARD) for dt, s in _RC.items()}
 _filtfilt_c = {dt: native(f"tf_signal_sosfiltfilt_{s}", _FILTFILT.format(w=6, z=2)) for dt, s in _RC.items()}
@@ -151,14 +158,24 @@ _TORCH_TO_NUMPY = {
     torch.complex64: np.dtype(np.complex64),
     torch.complex128: np.dtype(np.complex128),
 }
+#: real sos tensors read as they are (no conjugate or negative bit to resolve)
+_SOS_FAST = (torch.float64, torch.float32)
 _NUMPY_TO_TORCH = {
     "float32": torch.float32, "float64": torch.float64, "complex64": torch.complex64, "complex128": torch.complex128,
 }
 _COMPUTE = ("float32", "float64", "complex64", "complex128")
+#: dtype (NumPy or torch) -> its name, for the four dtypes the kernels compute in
+_NAMES: dict[Any, str] = {np.dtype(n): n for n in _COMPUTE}
+_NAMES.update({t: n for n, t in _NUMPY_TO_TORCH.items()})
+#: the same as NumPy dtypes
+_NP_DTYPES = {n: np.dtype(n) for n in _COMPUTE}
 
 
 def _compute_dtype(fn: str, dt: np.dtype) -> str:
     """The dtype a promoted ``dt`` is computed and returned in (module docstring)."""
+    name = _NAMES.get(dt)
+    if name is not None:
+        return name
     name = dt.name
     if name in _NUMPY_TO_TORCH:
         return name
@@ -234,6 +251,10 @@ _SOS_CACHE_SIZE = 64
 
 def _sos_array(sos: Any, fn: str) -> np.ndarray:
     """sos as a 2-D NumPy array of shape (n_sections, 6) (SciPy's _validate_sos, less a0)."""
+    if type(sos) is _ndarray and sos.ndim == 2 and sos.shape[1] == 6 and sos.dtype.kind in "fc":
+        return sos
+    if isinstance(sos, _Tensor) and sos.dtype in _SOS_FAST and sos.is_cpu and sos.dim() == 2 and sos.shape[1] == 6:
+        return sos.detach().numpy()
     if isinstance(sos, _Tensor):
         if sos.device.type != "cpu":
             raise DeviceError(f"{fn}(): argument 'sos' must be a CPU tensor, got device {sos.device}")
@@ -258,7 +279,7 @@ def _sos_facts(sos: Any, fn: str, check_a0: bool = True) -> _Sos:
     """The (cached) facts of ``sos``. The cache key is sos's content, so a later
     change of the caller's array is never missed."""
     arr = _sos_array(sos, fn)
-    key = (arr.dtype.str, arr.shape, arr.tobytes())
+    key = (arr.dtype, arr.shape, arr.tobytes())
     facts = _SOS_CACHE.get(key)
     if facts is None:
         facts = _Sos(arr.copy())
@@ -373,7 +394,8 @@ def _zi_shape_error(fn: str, axis: Any, x_shape: Sequence[int], n_sections: int,
 
 
 def _dtype_name(a: Any) -> str:
-    return str(a.dtype).replace("torch.", "")
+    name = _NAMES.get(a.dtype)
+    return name if name is not None else str(a.dtype).replace("torch.", "")
 
 
 def _parts(a: Any) -> Any:
@@ -497,32 +519,37 @@ def sosfilt(
     nthreads = get_num_threads() if threads is None else resolve_threads(threads)
     axis_n = nd - 1 if axis == -1 and type(axis) is int else _normalize_axis(axis, nd)
     S = f.S
+    xdt = x.dtype
     if zi is not None:
         if type(zi) is not _ndarray:
             zi = zi.detach().cpu().resolve_conj().resolve_neg().numpy() if isinstance(zi, _Tensor) else np.asarray(zi)
         want = _zi_shape(x.shape, axis_n, S)
         if zi.shape != want:
             raise _zi_shape_error(fn, axis, x.shape, S, want, zi.shape)
-        dt = _compute_dtype(fn, np.result_type(f.dtype, x.dtype, zi.dtype))
+        zdt = zi.dtype
+        promoted = xdt if (xdt == f.dtype and zdt == xdt) else np.result_type(f.dtype, xdt, zdt)
     else:
-        dt = _compute_dtype(fn, np.result_type(f.dtype, x.dtype))
+        promoted = xdt if xdt == f.dtype else np.result_type(f.dtype, xdt)
+    name = _NAMES.get(promoted) or _compute_dtype(fn, promoted)
     if dtype is not None:
-        dt = _user_dtype(fn, dtype, dt)
-    if x.dtype.name != dt:
+        name = _user_dtype(fn, dtype, name)
+    dt = _NP_DTYPES[name]
+    if xdt != dt:
         x = x.astype(dt)
-    if zi is not None and (zi.dtype.name != dt or not zi.flags.c_contiguous):
+    if zi is not None and (zi.dtype != dt or not zi.flags.c_contiguous):
         zi = np.ascontiguousarray(zi, dtype=dt)
-    if axis_n == nd - 1 and x.flags.c_contiguous:
-        # the common case: a C-contiguous signal filtered along its last axis
+    if axis_n == nd - 1 and x.flags.c_contiguous and not f.cplx and dt.kind == "f":
+        # the common case: a C-contiguous real signal filtered along its last axis
         n = x.shape[-1]
-        outer = math.prod(x.shape[:-1])
+        x2 = x if nd == 2 else x.reshape(-1, n) if n else x.reshape(math.prod(x.shape[:-1]), 0)
+        outer = x2.shape[0]
         y = _empty_np(x.shape, dt)
+        y2 = y if nd == 2 else y.reshape(outer, n)
         if zi is None:
-            _forward3(f, x.reshape(outer, n, 1), None, y.reshape(outer, n, 1), None, nthreads)
+            _forward2_c[name](f.c, x2, nthreads, y=y2)
             return y
         zf = np.empty(zi.shape, dt)
-        _forward3(f, x.reshape(outer, n, 1), zi.reshape(S, outer, 2, 1), y.reshape(outer, n, 1),
-                  zf.reshape(S, outer, 2, 1), nthreads)
+        _forward2_c[name](f.c, x2, nthreads, zi=zi.reshape(S, outer, 2), y=y2, zf=zf.reshape(S, outer, 2))
         return y, zf
     lay = _Layout(x, axis_n)
     x3 = lay.to3(x)
@@ -777,22 +804,46 @@ def _empty_like_layout(x: torch.Tensor, shape: Sequence[Any], order: Sequence[in
     return x.new_empty([shape[d] for d in order]).permute(_inverse(order))
 
 
+_REAL_TORCH = {torch.float32: "float32", torch.float64: "float64"}
+
+
 def _op_sosfilt(
     sos: torch.Tensor, x: torch.Tensor, axis: int = -1, zi: torch.Tensor | None = None, threads: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    nd = x.dim()
+    name = _REAL_TORCH.get(x.dtype)
+    if name is not None and nd > 0 and (axis == -1 or axis == nd - 1) and x.is_contiguous() and not x.is_neg():
+        # the common case: a contiguous real signal filtered along its last axis
+        if (sos.dtype is torch.float64 and sos.dim() == 2 and sos.shape[1] == 6 and sos.is_contiguous()
+                and not sos.is_neg()):
+            c, S = sos, sos.shape[0]  # as it is; C checks a0
+        else:
+            f = _sos_facts(sos, "sosfilt")
+            c, S = (None, 0) if f.cplx else (f.c, f.S)
+        shape = x.shape
+        zshape = (S,) + tuple(shape[:-1]) + (2,)
+        if c is not None and (zi is None or (zi.dtype is x.dtype and zi.is_contiguous() and not zi.is_neg()
+                                             and zi.shape == zshape)):
+            n = shape[-1]
+            small = x.numel() < 32768
+            y = torch.empty_like(x) if small else _empty(tuple(shape), name, x)
+            zf = x.new_empty(zshape) if small else _empty(zshape, name, x)
+            nthreads = get_num_threads() if threads is None else resolve_threads(threads)
+            try:
+                if nd == 2:
+                    _forward2_c[name](c, x, nthreads, zi=zi, y=y, zf=zf)
+                else:
+                    outer = math.prod(shape[:-1])
+                    _forward2_c[name](c, x.view(outer, n), nthreads, zi=None if zi is None else zi.view(S, outer, 2),
+                                      y=y.view(outer, n), zf=zf.view(S, outer, 2))
+            except InvalidArgumentError:
+                _sos_facts(sos, "sosfilt")  # a0: raises SciPy's message, with the function and the value
+                raise
+            return y, zf
+    f = _sos_facts(sos, "sosfilt")  # sos's shape, then a0 (SciPy's order: before zi's shape)
     axis_n, S = _op_check("sosfilt", sos, x, axis, zi)
-    f = _sos_facts(sos, "sosfilt")
     nthreads = get_num_threads() if threads is None else resolve_threads(threads)
     dt = _dtype_name(x)
-    nd = x.dim()
-    if axis_n == nd - 1 and _plain(x) and (zi is None or _plain(zi)):
-        n = x.shape[-1]
-        outer = math.prod(x.shape[:-1])
-        y = _empty(tuple(x.shape), dt, x)
-        zf = _empty(_zi_shape(x.shape, axis_n, S), dt, x)
-        _forward3(f, x.view(outer, n, 1), None if zi is None else zi.view(S, outer, 2, 1), y.view(outer, n, 1),
-                  zf.view(S, outer, 2, 1), nthreads)
-        return y, zf
     lay = _Layout(x, axis_n)
     x3 = lay.to3(x)
     y3 = _empty(tuple(x3.shape), dt, x)
@@ -955,7 +1006,7 @@ _sosfiltfilt_op = torch.ops.tensorffi.sosfiltfilt.default
 def _torch_compute_dtype(fn: str, promoted: torch.dtype, dtype: Any) -> torch.dtype:
     """The dtype a torch call computes and returns in (``dtype`` overrides)."""
     if promoted in _OP_DTYPES:
-        name = _TORCH_TO_NUMPY[promoted].name
+        name = _NAMES[promoted]
     elif promoted.is_floating_point:
         name = "float32"  # float16, bfloat16
     elif promoted.is_complex:
@@ -1007,34 +1058,62 @@ def _refuse_complex_sos_grad(fn: str, sos: torch.Tensor, *tensors: Any) -> None:
             raise _complex_sos_grad_error(fn)
 
 
+_SOS_OK = (torch.float32, torch.float64, torch.complex64, torch.complex128)
+_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+_grad_enabled = torch.is_grad_enabled
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_function_modes = torch._C._is_torch_function_mode_enabled
+_functorch_active = torch._C._are_functorch_transforms_active
+_compiling = torch.compiler.is_compiling
+
+
+def _eager_plain(*tensors: Any) -> bool:
+    """Whether an operator call with these tensors would run its CPU implementation
+    and nothing else: plain eager CPU tensors, no autograd history to record, no
+    dispatch or function mode, no functorch transform, not tracing. The public
+    functions then call that implementation themselves, without the dispatcher's
+    round trip (several microseconds); everything else goes through the operator."""
+    if _compiling() or _dispatch_modes() or _function_modes() or _functorch_active():
+        return False
+    grad = _grad_enabled()
+    for t in tensors:
+        if t is not None and (type(t) not in _PLAIN_TYPES or (grad and t.requires_grad)):
+            return False
+    return True
+
+
 def _sosfilt_torch(sos: Any, x: torch.Tensor, axis: Any, zi: Any, dtype: Any, threads: int | None) -> Any:
     fn = "sosfilt"
-    _check_x(fn, x)
-    if threads is not None:
-        resolve_threads(threads)
-    sos = _torch_sos(sos, fn)
-    nd = x.dim()
-    axis_n = nd - 1 if axis == -1 and type(axis) is int else _normalize_axis(axis, nd)
+    if not x.is_cpu:
+        raise DeviceError(f"{fn}(): argument 'x' must be a CPU tensor, got device {x.device}")
+    if not isinstance(sos, _Tensor):
+        sos = _as_tensor(sos)
+    elif not sos.is_cpu:
+        raise DeviceError(f"{fn}(): argument 'sos' must be a CPU tensor, got device {sos.device}")
+    if sos.dim() < 2:
+        sos = sos.reshape(1, -1)  # SciPy's atleast_2d
     promoted = torch.promote_types(sos.dtype, x.dtype)
     if zi is not None:
-        zi = _as_tensor(zi)
-        if zi.device.type != "cpu":
+        if not isinstance(zi, _Tensor):
+            zi = _as_tensor(zi)
+        elif not zi.is_cpu:
             raise DeviceError(f"{fn}(): argument 'zi' must be a CPU tensor, got device {zi.device}")
-        want = _zi_shape(x.shape, axis_n, sos.shape[0])
-        if tuple(zi.shape) != want:
-            if not torch.compiler.is_compiling():
-                _sos_facts(sos, fn)  # SciPy checks sos[:, 3] first
-            raise _zi_shape_error(fn, axis, x.shape, sos.shape[0], want, zi.shape)
         promoted = torch.promote_types(promoted, zi.dtype)
-    dt = _torch_compute_dtype(fn, promoted, dtype)
+    dt = promoted if dtype is None and promoted in _OP_DTYPES else _torch_compute_dtype(fn, promoted, dtype)
     if x.dtype is not dt:
         x = x.to(dt)
     if zi is not None and zi.dtype is not dt:
         zi = zi.to(dt)
-    if not (sos.is_floating_point() or sos.is_complex()) or sos.element_size() < 4:
-        sos = sos.to(torch.float64)
-    _refuse_complex_sos_grad(fn, sos, x, zi)
-    y, zf = _sosfilt_op(sos, x, axis_n, zi, threads)
+    if sos.dtype not in _SOS_OK:
+        sos = sos.to(torch.float64)  # integers, bool, half precision
+    elif sos.dtype.is_complex:
+        _refuse_complex_sos_grad(fn, sos, x, zi)
+    if threads is not None:
+        resolve_threads(threads)
+    if _eager_plain(sos, x, zi):
+        y, zf = _op_sosfilt(sos, x, axis, zi, threads)  # what the operator would run (see _eager_plain)
+    else:
+        y, zf = _sosfilt_op(sos, x, axis, zi, threads)
     return y if zi is None else (y, zf)
 
 
