@@ -377,12 +377,20 @@ def test_readonly_input_is_fine(rng):
 
 
 def test_threads_do_not_change_results(rng):
+    # large enough for several threads (a thread is started per ~4M sample-sections);
+    # groups of channels are claimed dynamically, in an order that varies from call
+    # to call: the results must not depend on it
     sos = random_sos(rng, order=8)
-    x = rng.standard_normal((33, 5000))
-    y1 = tsig.sosfilt(sos, x, threads=1)
-    for t in (2, 3, 7):
-        assert_array_equal(tsig.sosfilt(sos, x, threads=t), y1)
-        assert_array_equal(tsig.sosfiltfilt(sos, x, threads=t), tsig.sosfiltfilt(sos, x, threads=1))
+    for shape, dtype in (((67, 40000), np.float64), ((130, 40000), np.float32), ((40000, 67), np.float64)):
+        axis = 0 if shape[0] > shape[1] else -1
+        x = rng.standard_normal(shape).astype(dtype)
+        y1 = tsig.sosfilt(sos, x, axis=axis, threads=1, dtype=dtype)
+        if dtype == np.float64:
+            assert_array_equal(y1, ss.sosfilt(sos, x, axis=axis))
+        f1 = tsig.sosfiltfilt(sos, x, axis=axis, threads=1, dtype=dtype)
+        for t in (2, 3, 7):
+            assert_array_equal(tsig.sosfilt(sos, x, axis=axis, threads=t, dtype=dtype), y1)
+            assert_array_equal(tsig.sosfiltfilt(sos, x, axis=axis, threads=t, dtype=dtype), f1)
     with pytest.raises(ValueError):
         tsig.sosfilt(sos, x, threads=0)
 
