@@ -953,6 +953,19 @@ static tf_sos_impl tf_sos_pick(int kind, int level) {
     }
 }
 
+/* The level of the lane kernels for `nch` channels: at the AVX-512 level, a
+ * signal of no more channels than an AVX2 vector holds runs on AVX2 vectors (the
+ * wider ones would only carry empty lanes, at twice the cost per operation on CPUs
+ * that split 512-bit operations, Zen 4 among them, and at no gain elsewhere). */
+static int tf_sos_lane_level(int kind, int level, int64_t nch) {
+#if TF_SOS_X86
+    if (level >= TF_SIMD_AVX512 && nch <= tf_sos_pick(kind, TF_SIMD_AVX2).lanes) return TF_SIMD_AVX2;
+#else
+    (void)kind, (void)nch;
+#endif
+    return level;
+}
+
 /* The wavefront kernel for a lone channel of S sections (real kinds only), or
  * lanes = 0 where none fits. It is latency-bound, so it uses the narrowest
  * vectors that hold the cascade: at the AVX-512 level, 256-bit vectors up to 8
@@ -1120,7 +1133,7 @@ static int tf_sos_filter(const char *fn, int is_f32, int cplx, const double *sos
     if (rc) return rc;
     const int kind = tf_sos_kind(is_f32, cplx, sos, S);
     const int level = tf_signal_simd();
-    tf_sos_impl impl = tf_sos_pick(kind, level);
+    tf_sos_impl impl = tf_sos_pick(kind, tf_sos_lane_level(kind, level, outer * inner));
     tf_sos_job job;
     tf_sos_job_init(&job, &impl, sos, S, outer, n, inner, is_f32 ? 4 : 8);
     job.x = x;
@@ -1160,7 +1173,8 @@ static int tf_sos_backward(const char *fn, int is_f32, const double *sos, int64_
                            void *gx, void *gzi, int nthreads) {
     int rc = tf_sos_check(fn, 0, sos, S, outer, n, inner);
     if (rc) return rc;
-    tf_sos_impl impl = tf_sos_pick(tf_sos_kind(is_f32, 0, sos, S), tf_signal_simd());
+    const int kind = tf_sos_kind(is_f32, 0, sos, S);
+    tf_sos_impl impl = tf_sos_pick(kind, tf_sos_lane_level(kind, tf_signal_simd(), outer * inner));
     tf_sos_job job;
     tf_sos_job_init(&job, &impl, sos, S, outer, n, inner, is_f32 ? 4 : 8);
     job.nt = 0;
@@ -1231,7 +1245,8 @@ static int tf_sos_filtfilt(const char *fn, int is_f32, int cplx, const double *s
         return tf_error(TF_EINVAL, "%s: the signal length (%lld) must be greater than padlen, which is %lld", fn,
                         (long long)n, (long long)padlen);
     if (S > 0 && !zi) return tf_error(TF_EINVAL, "%s: zi is NULL", fn);
-    tf_sos_impl impl = tf_sos_pick(tf_sos_kind(is_f32, cplx, sos, S), tf_signal_simd());
+    const int kind = tf_sos_kind(is_f32, cplx, sos, S);
+    tf_sos_impl impl = tf_sos_pick(kind, tf_sos_lane_level(kind, tf_signal_simd(), outer * inner));
     tf_sos_job job;
     tf_sos_job_init(&job, &impl, sos, S, outer, n, inner, is_f32 ? 4 : 8);
     job.zi = zi;
