@@ -14,8 +14,10 @@ Environment:
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -80,14 +82,35 @@ def cdefs_accessor(text: str) -> tuple[str, str]:
     )
 
 
+def _load(name: str) -> object:
+    """A module of the package loaded by path (the package itself is not built yet)."""
+    spec = importlib.util.spec_from_file_location(f"_tf_build_{name}", ROOT / "tensorffi" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[spec.name] = module  # type: ignore[union-attr]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def shims(text: str) -> tuple[str, str]:
+    """Declarations and definitions of the intptr_t shims of every function with array
+    parameters (tensorffi/_shims.py): the bridge passes tensors' addresses as ints."""
+    decl, shim = _load("_decl"), _load("_shims")
+    python_side = set(re.findall(r'extern\s+"Python[^"]*"\s+[^;(]*?(\w+)\s*\(', text))  # defined by cffi
+    funcs = [f for f in decl.parse_declarations(text).functions.values()  # type: ignore[attr-defined]
+             if shim.has_array_params(f) and not f.variadic and f.name not in python_side]  # type: ignore[attr-defined]
+    pairs = [shim.shim_declarations(f) for f in funcs]  # type: ignore[attr-defined]
+    return "\n".join(c for c, _ in pairs), "\n".join(d for _, d in pairs)
+
+
 CDEFS = read_cdefs()
 _ACCESSOR_DECL, _ACCESSOR_DEF = cdefs_accessor(CDEFS)
+_SHIM_DECLS, _SHIM_DEFS = shims(CDEFS)
 
 ffibuilder = FFI()
-ffibuilder.cdef(CDEFS + "\n" + _ACCESSOR_DECL)
+ffibuilder.cdef(CDEFS + "\n" + _ACCESSOR_DECL + "\n" + _SHIM_DECLS)
 ffibuilder.set_source(
     "tensorffi._native",
-    '#include "tensorffi.h"\n' + _ACCESSOR_DEF,
+    '#include "tensorffi.h"\n' + _ACCESSOR_DEF + _SHIM_DEFS + "\n",
     sources=sorted(str(p.relative_to(ROOT)) for p in CSRC_DIR.glob("*.c")),
     include_dirs=[str(CSRC_DIR.relative_to(ROOT))],
     define_macros=[

@@ -16,6 +16,7 @@ from .byo import cache_dir, compile, load
 from .contract import parse_contract
 from .core import get_num_threads, info, set_num_threads
 from .errors import (
+    AllocationError,
     ArgumentOverflowError,
     ArgumentTypeError,
     BuildError,
@@ -51,6 +52,7 @@ __all__ = [
     "strided",
     "parse_contract",
     "TensorFFIError",
+    "AllocationError",
     "DTypeError",
     "ArgumentTypeError",
     "DeviceError",

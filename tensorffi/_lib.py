@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Callable
 
+from . import errors
 from ._decl import parse_declarations
 from ._version import __version__
 
@@ -28,6 +29,7 @@ if _built != __version__:  # pragma: no cover - exercised with a stale build in 
     )
 
 DECLS = parse_declarations(ffi.string(lib.tf_cdefs()).decode())
+errors.register_codes({name: int(getattr(lib, name)) for name in dir(lib) if name == "TF_OK" or name.startswith("TF_E")})
 
 
 def last_error() -> str:
@@ -42,14 +44,17 @@ def native(name: str, contract: str | None = None) -> Callable[..., Any]:
     Every fallible native function returns a status (0 = ok); a failure raises the
     exception for that status with the thread-local message.
     """
+    from ._shims import SHIM_PREFIX
     from .bridge import bind_function
     from .contract import parse_contract
 
+    shim = getattr(lib, SHIM_PREFIX + name, None)
     return bind_function(
         ffi,
-        getattr(lib, name),
+        shim if shim is not None else getattr(lib, name),
         DECLS.functions[name],
         parse_contract(contract),
+        pointers_as_int=shim is not None,
         default_returns="status",
         error_message=last_error,
     )

@@ -1,30 +1,40 @@
 # SPDX-License-Identifier: MIT
 """The bridge: the one place where a tensor or an array becomes a C pointer.
 
-:func:`bind_function` turns a C function (a cffi function plus its declaration,
-parsed with ``const`` kept, plus an optional :mod:`contract <tensorffi.contract>`)
-into a Python callable that checks every argument *before* C touches memory:
+A C function is bound through its :class:`~tensorffi.plan.Plan` (its declaration,
+parsed with ``const`` kept, plus an optional :mod:`contract <tensorffi.contract>`,
+compiled and validated once). From the plan this module generates, once per
+function, specialised Python code for the direct call, for the body of a PyTorch
+operator and for the operator's shape rule. Every call checks every argument
+*before* C touches memory:
 
 * element type against the C pointer type (``float *`` is float32, ``void *`` any);
 * device: only CPU memory; CUDA, meta and fake tensors are refused and their
-  ``data_ptr()`` is never read;
+  ``data_ptr()`` is never read; sparse and nested tensors are refused;
+* memory: the bytes the tensor's storage really holds must cover the tensor (a
+  storage resized under a tensor is refused, never handed to C), and the storage
+  itself is held for the whole call;
 * lazy views whose memory does not hold their values (the negative or conjugate
   bit: ``z.conj().imag``) are resolved where a copy is allowed (a read argument with
   a contract shape) and refused elsewhere, as ``Tensor.numpy()`` refuses them;
 * written arguments (non-``const`` pointers, ``out``/``inout`` roles) must be
-  contiguous and writable: read-only arrays, tensors that require grad, expanded
-  and self-overlapping views are refused, never silently copied (a copy would lose
-  the write). After the call the tensor's autograd version counter is bumped;
+  contiguous and writable: read-only arrays, tensors that require grad, inference
+  tensors outside inference mode, expanded and self-overlapping views are refused,
+  never silently copied (a copy would lose the write); written arguments that
+  overlap each other, or an input, are refused. After the call the tensor's
+  autograd version counter is bumped;
 * read-only arguments may be copied to contiguous memory only where a contract
   declares their shape; otherwise a non-contiguous input is refused too, because
   the C function may walk its own strides and read past a copy. Pass
   :func:`strided` to hand C a view's own pointer on purpose;
 * sizes against the contract's symbolic shapes; length arguments are filled in;
   ``out`` arrays are allocated in the caller's kind (torch in, torch out);
-* integer scalars against the range of their C type (``OverflowError``); a float
-  (of any kind: NumPy, a 0-d tensor, ``Fraction``) for an integer parameter is a
-  ``TypeError``, never truncated. Integers are ``int``, NumPy integers, ``bool`` and
-  objects with ``__index__`` (0-d integer tensors and arrays);
+* scalars against the range of their C type (``OverflowError``, also for a finite
+  double that a C ``float`` cannot hold); a float (of any kind) for an integer
+  parameter is a ``TypeError``, never truncated;
+* strings: ``str`` and ``bytes`` (NUL-terminated by the bridge; an embedded NUL is
+  refused), byte arrays only if they hold a NUL; ``None`` only where the contract
+  says ``NAME: ?``;
 * lifetimes: every object whose memory C sees (including copies, and tensors placed
   in a :class:`Struct`) is referenced until the call returns.
 
@@ -32,18 +42,20 @@ cffi releases the GIL around every call.
 """
 from __future__ import annotations
 
-import keyword
+import math
 import operator
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
+import cffi
 import numpy as np
 import torch
 
-from ._decl import _SIZED as _SIZED_DTYPES
-from ._decl import ELEMENT_DTYPES, CFunction, CParam, Declarations
-from .contract import ArraySpec, Contract, Dim, Fill
+from . import _codegen
+from ._decl import CFunction, Declarations
+from .contract import Contract, Dim
 from .errors import (
+    AllocationError,
     ArgumentOverflowError,
     ArgumentTypeError,
     ContractError,
@@ -52,13 +64,19 @@ from .errors import (
     LayoutError,
     NativeError,
     ShapeError,
+    TensorFFIError,
     WritabilityError,
     error_for_status,
 )
+from .plan import OpArg, OpOutput, Param, Plan, _int_range, build_plan, operator_signature, pyname
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
     "float32": torch.float32,
     "float64": torch.float64,
+    "complex64": torch.complex64,
+    "complex128": torch.complex128,
     "int8": torch.int8,
     "uint8": torch.uint8,
     "int16": torch.int16,
@@ -69,11 +87,15 @@ TORCH_DTYPES: dict[str, torch.dtype] = {
     "uint64": torch.uint64,
     "bool": torch.bool,
 }
-NUMPY_DTYPES: dict[str, np.dtype] = {name: np.dtype(name) for name in TORCH_DTYPES}
+NUMPY_DTYPES: dict[str, np.dtype] = {name: np.dtype(name) for name in TORCH_DTYPES if name != "bfloat16"}
 
 _Tensor = torch.Tensor
 _ndarray = np.ndarray
 _increment_version = torch._C._increment_version
+_FFI = cffi.FFI()  # for from_buffer/cast of NumPy memory (any FFI can do it)
+_CData = _FFI.CData
+_FLT_MAX = float(np.finfo(np.float32).max)
+_FLT_NORMAL = float(np.finfo(np.float32).tiny)
 
 
 class strided:
@@ -136,13 +158,39 @@ def _is_traced(t: torch.Tensor) -> str | None:
 
 @dataclass
 class Prepared:
-    """An argument ready for C: its address, the object that owns the memory."""
+    """An argument ready for C: its address and what keeps its memory alive."""
 
     addr: int
-    owner: Any  # keeps the memory alive (the array itself, or its contiguous copy)
+    owner: Any  # the array itself, or its contiguous copy
     shape: tuple[int, ...]
     kind: str  # "torch" | "numpy"
     written_tensor: torch.Tensor | None  # a caller's tensor C writes (version bump)
+    storage: Any = None  # the torch storage C sees, held for the call
+
+    @property
+    def nbytes(self) -> int:
+        o = self.owner
+        return int(o.nbytes) if isinstance(o, (_Tensor, _ndarray)) else 0
+
+
+def _check_storage(t: torch.Tensor, where: str) -> Any:
+    """The storage of ``t``, which must hold every byte of ``t`` (a storage resized
+    under a tensor is refused). Returned so the caller holds it for the call."""
+    st = t.untyped_storage()
+    addr = t.data_ptr()
+    if t.numel() == 0:
+        return st
+    lo = st.data_ptr()
+    # torch strides are never negative: the view reaches [addr, addr + span)
+    span = (sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1) * t.element_size()
+    low = addr
+    if not addr or low < lo or low + span > lo + st.nbytes():
+        raise LayoutError(
+            f"{where}: the tensor's storage holds {st.nbytes()} bytes, fewer than the {span} bytes "
+            f"the tensor spans from offset {t.storage_offset()} (was its storage resized, e.g. "
+            f"x.untyped_storage().resize_()?). C is never handed such memory"
+        )
+    return st
 
 
 def prepare_array(
@@ -153,16 +201,19 @@ def prepare_array(
     dtype: str,
     written: bool,
     may_copy: bool,
+    grad_writes_ok: bool = False,
 ) -> Prepared:
     """Check one array argument and return its C address (see the module docstring).
 
     ``where`` names the argument in errors ("tf_foo(): argument 'x'").
+    ``grad_writes_ok``: the operator layer has decided that writing a tensor that
+    requires grad is allowed (under no_grad).
     """
     is_strided = isinstance(value, strided)
     if is_strided:
         value = value.obj
     if isinstance(value, _Tensor):
-        return _prepare_tensor(value, where, ctype, dtype, written, may_copy, is_strided)
+        return _prepare_tensor(value, where, ctype, dtype, written, may_copy, is_strided, grad_writes_ok)
     if isinstance(value, _ndarray):
         return _prepare_ndarray(value, where, ctype, dtype, written, may_copy, is_strided)
     if isinstance(value, (bytes, bytearray, memoryview)) and dtype in ("uint8", "int8", "any"):
@@ -170,13 +221,25 @@ def prepare_array(
             raise LayoutError(f"{where} ({ctype}) is a memoryview that is not C-contiguous")
         arr = np.frombuffer(value, dtype=np.uint8 if dtype == "any" else dtype)
         return _prepare_ndarray(arr, where, ctype, dtype, written, may_copy, is_strided)
+    if value is None:
+        raise ArgumentTypeError(f"{where} ({ctype}) expects a torch tensor or a NumPy array, got None")
+    if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
+        # A foreign array (JAX, CuPy...): seen through NumPy, which keeps DLPack's
+        # read-only flag (once torch.from_dlpack has made a tensor, that flag is gone:
+        # torch tensors carry none).
+        try:
+            arr = np.from_dlpack(value)
+        except (BufferError, RuntimeError, TypeError, ValueError) as exc:
+            raise DeviceError(f"{where} ({ctype}) is a DLPack array NumPy cannot view in CPU memory: {exc}") from None
+        return _prepare_ndarray(arr, where, ctype, dtype, written, may_copy, is_strided)
     raise ArgumentTypeError(
         f"{where} ({ctype}) expects a torch tensor or a NumPy array, got {_describe(value)}"
     )
 
 
 def _prepare_tensor(
-    t: torch.Tensor, where: str, ctype: str, dtype: str, written: bool, may_copy: bool, is_strided: bool
+    t: torch.Tensor, where: str, ctype: str, dtype: str, written: bool, may_copy: bool, is_strided: bool,
+    grad_writes_ok: bool = False,
 ) -> Prepared:
     traced = _is_traced(t)
     if traced is not None:
@@ -189,7 +252,11 @@ def _prepare_tensor(
             raise DeviceError(f"{where} is a meta tensor: it has no data for C to read or write")
         raise DeviceError(f"{where} is on {t.device}; C functions take CPU memory (use .cpu())")
     if t.layout is not torch.strided:
-        raise LayoutError(f"{where} has layout {t.layout}; only dense (strided) tensors can be passed to C")
+        raise LayoutError(
+            f"{where} has layout {t.layout}; only dense (strided) tensors can be passed to C (use .to_dense())"
+        )
+    if t.is_nested:
+        raise LayoutError(f"{where} is a nested tensor; only dense tensors can be passed to C")
     if dtype != "any" and t.dtype is not TORCH_DTYPES[dtype]:
         raise DTypeError(f"{where} ({ctype}) expects dtype {TORCH_DTYPES[dtype]}, got {t.dtype}")
     if t.is_neg() or t.is_conj():
@@ -202,11 +269,17 @@ def _prepare_tensor(
                 f"hold the values it shows. Pass x.resolve_neg() / x.resolve_conj()"
             )
         t = t.resolve_neg().resolve_conj()
+    storage = _check_storage(t, where)
     if written:
-        if t.requires_grad:
+        if t.requires_grad and not grad_writes_ok:
             raise WritabilityError(
                 f"{where} is written by C in place, but the tensor requires grad: autograd cannot "
                 f"see C's write. Pass a tensor that does not require grad (e.g. x.detach().clone())"
+            )
+        if t.is_inference() and not torch.is_inference_mode_enabled():
+            raise WritabilityError(
+                f"{where} is written by C in place, but it is an inference tensor and inference mode "
+                f"is off (torch forbids that too). Call it under torch.inference_mode(), or pass a clone"
             )
         if is_strided:
             if _self_overlaps(tuple(t.shape), t.stride(), 1):
@@ -217,7 +290,7 @@ def _prepare_tensor(
                 f"the write); got shape {tuple(t.shape)} with strides {t.stride()}. Use "
                 f"x.contiguous() and copy back, or tensorffi.strided(x) if C takes the strides"
             )
-        return Prepared(t.data_ptr(), t, tuple(t.shape), "torch", t)
+        return Prepared(t.data_ptr(), t, tuple(t.shape), "torch", t, storage)
     if not is_strided and not t.is_contiguous():
         if not may_copy:
             raise LayoutError(
@@ -226,7 +299,24 @@ def _prepare_tensor(
                 f"Pass x.contiguous(), declare its shape in a contract, or pass tensorffi.strided(x)"
             )
         t = t.contiguous()
-    return Prepared(t.data_ptr(), t, tuple(t.shape), "torch", None)
+        storage = t.untyped_storage()
+    return Prepared(t.data_ptr(), t, tuple(t.shape), "torch", None, storage)
+
+
+def _numpy_address(a: np.ndarray) -> int:
+    if a.flags.c_contiguous:
+        return int(_FFI.cast("intptr_t", _FFI.from_buffer(a)))
+    return int(a.__array_interface__["data"][0])
+
+
+def _tensor_base(a: np.ndarray) -> torch.Tensor | None:
+    """The torch tensor whose memory a NumPy array views (``t.numpy()``), if any."""
+    base = a.base
+    for _ in range(64):
+        if base is None or isinstance(base, _Tensor):
+            return base
+        base = getattr(base, "base", None) if isinstance(base, _ndarray) else None
+    return None
 
 
 def _prepare_ndarray(
@@ -236,6 +326,17 @@ def _prepare_ndarray(
         raise DTypeError(f"{where} ({ctype}) expects dtype {NUMPY_DTYPES[dtype]}, got numpy {a.dtype}")
     if a.dtype.hasobject:
         raise DTypeError(f"{where} ({ctype}) cannot take an array of Python objects")
+    owner_tensor = _tensor_base(a)
+    storage = None
+    if owner_tensor is not None and a.size:
+        # a view of a torch tensor's memory (t.numpy()): that storage must still hold it
+        storage = owner_tensor.untyped_storage()
+        lo, addr = storage.data_ptr(), int(a.__array_interface__["data"][0])
+        if not lo or addr < lo or addr + a.nbytes > lo + storage.nbytes():
+            raise LayoutError(
+                f"{where}: the NumPy array views a torch tensor whose storage no longer holds it "
+                f"(was it resized?). C is never handed such memory"
+            )
     flags = a.flags
     if written:
         if not flags.writeable:
@@ -251,7 +352,7 @@ def _prepare_ndarray(
                 f"the write); got strides {a.strides}. Use np.ascontiguousarray and copy back, "
                 f"or tensorffi.strided(x) if C takes the strides"
             )
-        return Prepared(a.__array_interface__["data"][0], a, a.shape, "numpy", None)
+        return Prepared(_numpy_address(a), a, a.shape, "numpy", None, storage)
     if not is_strided and not (flags.c_contiguous and flags.aligned):
         if not may_copy:
             raise LayoutError(
@@ -262,7 +363,7 @@ def _prepare_ndarray(
         # A fresh C-ordered, aligned copy of the same shape (np.ascontiguousarray keeps an
         # unaligned contiguous array as is, and turns a 0-d array into shape (1,)).
         a = np.array(a, order="C", copy=True)
-    return Prepared(a.__array_interface__["data"][0], a, a.shape, "numpy", None)
+    return Prepared(_numpy_address(a), a, a.shape, "numpy", None, storage)
 
 
 def _self_overlaps(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
@@ -281,17 +382,6 @@ def _self_overlaps(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: i
             return True
         extent = stride * (n - 1) + extent
     return False
-
-
-def _int_range(ffi: Any, ctype: str) -> tuple[int, int] | None:
-    try:
-        size = ffi.sizeof(ctype)
-        signed = int(ffi.cast(ctype, -1)) < 0
-    except Exception:
-        return None
-    if ctype in ("_Bool", "bool"):
-        return (0, 1)
-    return (-(1 << (8 * size - 1)), (1 << (8 * size - 1)) - 1) if signed else (0, (1 << (8 * size)) - 1)
 
 
 _MAX_SIZE = (1 << 63) - 1  # sizes are int64_t
@@ -325,6 +415,33 @@ def _checked_int(v: Any, where: str, ctype: str, int_range: tuple[int, int]) -> 
             f"{where} ({ctype}) must be in [{lo}, {hi}], got {i}: it does not fit and would be truncated"
         )
     return i
+
+
+def _checked_float(v: Any, where: str, ctype: str, bits: int) -> float:
+    """``v`` as a Python float for a C ``float``/``double``: a number (not a string),
+    and finite values that the C type cannot hold (``1e300`` or ``1e-50`` for a
+    ``float``) are an :class:`ArgumentOverflowError`; NaN and infinities pass."""
+    if isinstance(v, (str, bytes, bytearray)):  # float("3") parses; C takes no strings
+        raise ArgumentTypeError(f"{where} ({ctype}) expects a number, got {type(v).__name__}")
+    if (
+        isinstance(v, complex)
+        or (isinstance(v, (np.generic, np.ndarray)) and v.dtype.kind == "c")
+        or (isinstance(v, _Tensor) and v.is_complex())
+    ):
+        raise ArgumentTypeError(f"{where} ({ctype}) expects a real number, got a complex {type(v).__name__}")
+    try:
+        f = float(v)
+    except OverflowError:
+        raise ArgumentOverflowError(f"{where} ({ctype}) cannot hold {v!r}: it is out of range") from None
+    except Exception:
+        raise ArgumentTypeError(f"{where} ({ctype}) expects a number, got {type(v).__name__}") from None
+    if bits == 32 and math.isfinite(f) and f != 0.0:
+        r = float(np.float32(f)) if abs(f) <= 1e39 else math.inf
+        if math.isinf(r):
+            raise ArgumentOverflowError(f"{where} ({ctype}) cannot hold {f!r}: it is beyond float32's range")
+        if r == 0.0:
+            raise ArgumentOverflowError(f"{where} ({ctype}) cannot hold {f!r}: it is below float32's smallest value")
+    return f
 
 
 # --------------------------------------------------------------------------- #
@@ -367,18 +484,36 @@ class Struct:
         return self._cdata
 
     def written_tensors(self) -> list[torch.Tensor]:
-        return [p.written_tensor for p in self._keep.values() if isinstance(p, Prepared) and p.written_tensor is not None]
+        out = []
+        for p in self._keep.values():
+            if isinstance(p, Prepared) and p.written_tensor is not None:
+                out.append(p.written_tensor)
+            elif isinstance(p, Struct):
+                out += p.written_tensors()
+        return out
+
+    def check_storages(self) -> None:
+        """Re-check that every tensor the struct points to is still held by its storage."""
+        for name, p in self._keep.items():
+            if isinstance(p, Prepared) and isinstance(p.owner, _Tensor):
+                _check_storage(p.owner, f"struct {self._type}: field '{name}'")
+            elif isinstance(p, Struct):
+                p.check_storages()
 
     def __setattr__(self, name: str, value: Any) -> None:
         field = self._fields.get(name)
         if field is None:
-            raise AttributeError(f"struct {self._type} has no field {name!r}")
+            raise ArgumentTypeError(
+                f"struct {self._type} has no field {name!r}; its fields are {', '.join(self._fields)}"
+            )
         where = f"struct {self._type}: field '{name}'"
         ct = field.type
         if ct.pointer_depth == 1 and ct.dtype is not None and not ct.is_array and value is not None:
             if ct.base == "char" and ct.const and isinstance(value, str):
                 value = value.encode()
             if isinstance(value, (bytes,)) and ct.const:
+                if b"\0" in value:
+                    raise ArgumentTypeError(f"{where} ({ct.text}): the string holds a NUL byte")
                 buf = self._ffi.new("char[]", value)
                 self._keep[name] = buf
                 setattr(self._cdata, name, buf)
@@ -397,6 +532,8 @@ class Struct:
             int_range = _int_range(self._ffi, ct.text.replace("const ", ""))
             if int_range is not None:
                 value = _checked_int(value, where, ct.text, int_range)
+        elif ct.is_float and not ct.is_array:
+            value = _checked_float(value, where, ct.text, 32 if ct.resolved == "float" else 64)
         try:
             setattr(self._cdata, name, value)
         except OverflowError as exc:
@@ -417,37 +554,1029 @@ class Struct:
 
 
 # --------------------------------------------------------------------------- #
-# Binding                                                                      #
+# Helpers the generated code calls (errors are built here, raised there)       #
 # --------------------------------------------------------------------------- #
 
 
-@dataclass
-class _Param:
-    name: str
-    pyname: str
-    index: int
-    kind: str  # "array" | "scalar" | "string" | "struct" | "raw"
-    ctype: str
-    dtype: str | None = None
-    role: str = "in"  # arrays: in | out | inout
-    shape: tuple[Dim, ...] | None = None
-    optional: bool = False
-    fill: Fill | None = None
-    int_range: tuple[int, int] | None = None
-    is_float: bool = False  # float, double, long double scalars
-    as_int: bool = False  # passed to C as an integer address (intptr_t shim)
-
-    @property
-    def written(self) -> bool:
-        return self.role != "in"
+def _bumps(*tensors: Any) -> None:
+    """Bump the autograd version counter of the tensors C wrote (None entries skipped)."""
+    ts = tuple(t for t in tensors if t is not None)
+    if ts:
+        _increment_version(ts)
 
 
-def _pyname(name: str) -> str:
-    return name + "_" if keyword.iskeyword(name) or name in ("self",) else name
+def _sym_check(ok: Any, make: Callable[[], Exception]) -> None:
+    """A shape-rule check: ``ok`` is a bool or a SymBool (dynamic shapes)."""
+    if ok is True:
+        return
+    if isinstance(ok, bool):
+        raise make()
+    torch._check_with(ShapeError, ok, lambda: str(make()))
+
+
+def _numel(v: Any) -> int:
+    if isinstance(v, strided):
+        v = v.obj
+    if isinstance(v, _Tensor):
+        return int(v.numel())
+    if isinstance(v, _ndarray):
+        return int(v.size)
+    return len(v)
+
+
+def _overlap(ranges: Sequence[tuple[str, int, int, bool]], fname: str) -> LayoutError | None:
+    """Written arguments that overlap each other or an input: (name, address, nbytes, written)."""
+    spans = sorted((a, a + n, name, w) for name, a, n, w in ranges if n > 0 and a)
+    for i in range(len(spans)):
+        a0, e0, n0, w0 = spans[i]
+        for j in range(i + 1, len(spans)):
+            a1, e1, n1, w1 = spans[j]
+            if a1 >= e0:
+                break
+            if w0 or w1:
+                what = "both are written" if w0 and w1 else f"'{n0 if w0 else n1}' is written while C reads the other"
+                return LayoutError(
+                    f"{fname}(): arguments '{n0}' and '{n1}' share memory ({what}): C would read or write "
+                    f"through one what it changes through the other. Pass separate arrays (e.g. x.clone())"
+                )
+    return None
+
+
+def _size_value(v: Any, where: str, ctype: str, int_range: tuple[int, int] | None) -> int:
+    """A length passed for a size: an integer (not a bool, not a float equal to one),
+    >= 0, that fits the parameter's C type (checked before anything is allocated)."""
+    i = None if _is_bool(v) else _integer(v)
+    if i is None:
+        raise ArgumentTypeError(f"{where} ({ctype}) expects an integer, got {type(v).__name__} {v!r}")
+    if i < 0:
+        raise ShapeError(f"{where} is a size and must be >= 0, got {i}")
+    if int_range is not None and i > int_range[1]:
+        raise ArgumentOverflowError(
+            f"{where} ({ctype}) must be in [{int_range[0]}, {int_range[1]}], got {i}: it does not fit and would be truncated"
+        )
+    return i
+
+
+def _named_size(v: Any, fname: str, sym: str) -> int:
+    i = None if _is_bool(v) else _integer(v)
+    if i is None or not 0 <= i <= _MAX_SIZE:
+        raise ShapeError(f"{fname}(): {sym}= must be an integer in [0, {_MAX_SIZE}], got {v!r}")
+    return i
+
+
+def _shape_text(d: Dim) -> str:
+    return str(d)
+
+
+# --------------------------------------------------------------------------- #
+# The code generator                                                           #
+# --------------------------------------------------------------------------- #
+
+
+class _Gen:
+    """Generates one specialised function from a plan.
+
+    ``mode``: ``"call"`` (the direct call: torch or NumPy arguments, outputs in the
+    caller's kind), ``"kernel"`` (an operator's body: torch tensors in operator
+    order, hidden parameters, outputs as tensors), ``"shape"`` (the operator's shape
+    rule: the same binding steps on fake tensors and symbolic sizes, no C call).
+    """
+
+    def __init__(
+        self,
+        bound: "BoundFunction",
+        mode: str,
+        hidden: Mapping[str, Callable[[], Any]] | None = None,
+        grad_guard: Callable[..., None] | None = None,
+    ) -> None:
+        self.b = bound
+        self.plan = bound.plan
+        self.mode = mode
+        self.hidden = dict(hidden or {})
+        self.grad_guard = grad_guard
+        self.ns: dict[str, Any] = {
+            "_T": _Tensor,
+            "_ND": _ndarray,
+            "_TFE": TensorFFIError,
+            "_bump": _increment_version,
+            "_bumps": _bumps,
+            "_ShapeError": ShapeError,
+            "_Overflow": ArgumentOverflowError,
+            "_ArgType": ArgumentTypeError,
+            "_DType": DTypeError,
+            "_chk": _sym_check,
+            "_numel": _numel,
+        }
+        self.lines: list[str] = []
+        self.level = 1
+        self.known: dict[str, str] = {}  # symbols bound for sure -> where they came from
+        self.maybe: set[str] = set()  # symbols that may still be None at run time
+        self.symbolic = mode == "shape"
+        self.fname = self.plan.name
+        arrays = [p for p in self.plan.params if p.kind == "array"]
+        given = [p for p in arrays if p.name not in self.hidden]
+        #: overlap checks need each array's byte span; output allocation needs the caller's kind
+        self.needs_bytes = len(given) > 1 and any(p.written for p in given)
+        self.needs_kind = mode == "call" and any(p.role == "out" for p in arrays)
+        self._n = 0
+
+    # -- emission helpers -------------------------------------------------- #
+
+    def const(self, value: Any, hint: str = "c") -> str:
+        self._n += 1
+        name = f"_{hint}{self._n}"
+        self.ns[name] = value
+        return name
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " * self.level + line)
+
+    def indent(self) -> None:
+        self.level += 1
+
+    def dedent(self) -> None:
+        self.level -= 1
+
+    def fail_unless(self, ok: str, exc: str) -> None:
+        """Raise ``exc`` (an expression building the exception) unless ``ok``."""
+        if self.symbolic:
+            self.emit(f"_chk({ok}, lambda: {exc})")
+        else:
+            self.emit(f"if not ({ok}): raise {exc}")
+
+    def where(self, p: Param) -> str:
+        return f"{self.fname}(): argument '{p.name}'"
+
+    @staticmethod
+    def lit(text: str) -> str:
+        """``text`` as literal text inside a generated f-string."""
+        return text.replace("\\", "\\\\").replace("{", "{{").replace("}", "}}").replace('"', '\\"')
+
+    def z(self, sym: str) -> str:
+        return f"_z_{sym}"
+
+    def dim_expr(self, d: Dim) -> str:
+        parts = [self.z(s) for s in d.symbols] + ([str(d.factor)] if d.factor != 1 or not d.symbols else [])
+        return " * ".join(parts)
+
+    # -- shapes -------------------------------------------------------------- #
+
+    def bind_shape(self, p: Param, svar: str, conditional: bool) -> list[tuple[int, Dim]]:
+        """Emit the rank check and the bind-or-check of every single-symbol dimension of
+        ``p`` (shape in ``svar``); returns the product dimensions, checked later.
+        ``conditional``: inside a branch that may not run (an optional array, an out
+        array the caller may pass), so symbols first seen here may stay unbound."""
+        assert p.shape is not None
+        W = self.lit(self.where(p))
+        dims = ", ".join(str(d) for d in p.shape)
+        n = len(p.shape)
+        self.fail_unless(
+            f"len({svar}) == {n}",
+            f'_ShapeError(f"{W} must have {n} dimension(s) [{dims}], got shape {{tuple({svar})}}")',
+        )
+        deferred: list[tuple[int, Dim]] = []
+        for ax, d in enumerate(p.shape):
+            size = f"{svar}[{ax}]"
+            if not d.symbols:
+                self.fail_unless(
+                    f"{size} == {d.factor}",
+                    f'_ShapeError(f"{W}: dimension {ax} must be {d.factor}, got {{{size}}} (shape {{tuple({svar})}})")',
+                )
+                continue
+            if len(d.symbols) > 1:
+                deferred.append((ax, d))
+                continue
+            sym = d.symbols[0]
+            z = self.z(sym)
+            k = d.factor
+            if sym in self.known:
+                want = f"{sym} = {{{z}}}" if k == 1 else f"{d} = {{{z} * {k}}}"
+                self.fail_unless(
+                    f"{size} == {self.dim_expr(d)}",
+                    f'_ShapeError(f"{W}: dimension {ax} ({d}) is {{{size}}}, but {want} from '
+                    f'{self.lit(self.known[sym])} (shape {{tuple({svar})}})")',
+                )
+                continue
+            bind = [] if k == 1 else [
+                (f"{size} % {k} == 0",
+                 f'_ShapeError(f"{W}: dimension {ax} ({d}) must be a multiple of {k}, got {{{size}}}")')
+            ]
+            value = size if k == 1 else f"{size} // {k}"
+            if conditional or sym in self.maybe:
+                self.emit(f"if {z} is None:")
+                self.indent()
+                for ok, exc in bind:
+                    self.fail_unless(ok, exc)
+                self.emit(f"{z} = {value}")
+                self.dedent()
+                self.emit("else:")
+                self.indent()
+                self.fail_unless(
+                    f"{size} == {self.dim_expr(d)}",
+                    f'_ShapeError(f"{W}: dimension {ax} ({d}) is {{{size}}}, but {d} = {{{self.dim_expr(d)}}} '
+                    f'from the other arguments (shape {{tuple({svar})}})")',
+                )
+                self.dedent()
+                self.maybe.add(sym)
+            else:
+                for ok, exc in bind:
+                    self.fail_unless(ok, exc)
+                self.emit(f"{z} = {value}")
+                self.known[sym] = f"argument '{p.name}'"
+        return deferred
+
+    def need(self, sym: str, who: str) -> None:
+        """Emit a check that ``sym`` is bound (for sizes that may be missing)."""
+        if sym in self.known:
+            return
+        self.fail_unless(
+            f"{self.z(sym)} is not None",
+            f'_ShapeError("{self.lit(self.fname)}(): size \'{sym}\' of {self.lit(who)} is unknown: pass {pyname(sym)}=...")',
+        )
+
+    def check_products(self, p: Param, svar: str, deferred: list[tuple[int, Dim]]) -> None:
+        W = self.lit(self.where(p))
+        for ax, d in deferred:
+            for s in d.symbols:
+                self.need(s, f"argument '{p.name}'")
+            self.fail_unless(
+                f"{svar}[{ax}] == {self.dim_expr(d)}",
+                f'_ShapeError(f"{W}: dimension {ax} ({d}) must be {{{self.dim_expr(d)}}}, got {{{svar}[{ax}]}}")',
+            )
+
+    # -- fills ------------------------------------------------------------- #
+
+    def fill_value(self, p: Param, array_var: dict[str, str]) -> str:
+        """An expression for the value of fill parameter ``p``."""
+        f = p.fill
+        assert f is not None
+        if f.dim is not None:
+            for s in f.dim.symbols:
+                self.need(s, f"'{p.name} = {f.dim}'")
+            return self.dim_expr(f.dim)
+        src = self.plan.by_name[f.numel_of]  # type: ignore[index]
+        if src.role == "out":
+            dims = []
+            for d in src.shape or ():
+                for s in d.symbols:
+                    self.need(s, f"'{p.name} = numel({src.name})'")
+                dims.append(f"({self.dim_expr(d)})")
+            return " * ".join(dims) or "1"
+        return f"_numel({array_var[src.name]})"
+
+    # -- arrays ------------------------------------------------------------ #
+
+    def preparer(self, p: Param, grad_writes_ok: bool = False) -> str:
+        """A name in the namespace for the general preparation of array ``p``:
+        value -> (address, what to hold, shape, written tensor or None, is NumPy, bytes)."""
+        where, ctype, dtype = self.where(p), p.ctype, p.dtype or "any"
+        written, may_copy = p.written, p.shape is not None
+        ffi = self.b.ffi
+
+        def prep(v: Any) -> tuple[Any, ...]:
+            if dtype == "any" and isinstance(v, ffi.CData):
+                # An opaque handle (ffi.new_handle, a C-owned object): passed as is.
+                return int(ffi.cast("intptr_t", v)), v, None, None, None, 0
+            r = prepare_array(v, where=where, ctype=ctype, dtype=dtype, written=written, may_copy=may_copy,
+                              grad_writes_ok=grad_writes_ok)
+            return r.addr, (r.storage, r.owner), r.shape, r.written_tensor, r.kind == "numpy", r.nbytes
+
+        return self.const(prep, "prep")
+
+    def torch_fast(self, p: Param, v: str, kernel: bool) -> list[str]:
+        """Conditions under which tensor ``v`` can be passed as it is."""
+        conds = [] if kernel else [f"type({v}) is _T"]
+        if p.dtype != "any":
+            conds.append(f"{v}.dtype is {self.const(TORCH_DTYPES[p.dtype or 'any'], 'dt')}")
+        if not kernel:
+            conds += [f"{v}.is_cpu", f"not {v}.is_nested"]
+        conds.append(f"{v}.is_contiguous()")
+        if not kernel:
+            conds.append(f"not {v}.is_neg()")
+            if p.dtype in ("any", "complex64", "complex128"):
+                conds.append(f"not {v}.is_conj()")
+            if p.written:
+                conds += [f"not {v}.requires_grad", f"not {v}.is_inference()"]
+        return conds
+
+    def emit_array(self, p: Param, kernel: bool, grad_writes_ok: bool = False) -> None:
+        """Prepare array parameter ``p`` (named by its pyname) into _a/_k/_s/_w/_n/_o/_b."""
+        i, v = p.index, p.pyname
+        ext = self.const(_check_storage, "ext")
+        W = self.lit(self.where(p))
+        if kernel:
+            self.emit(f"if {' and '.join(self.torch_fast(p, v, kernel))}:")
+        else:
+            # (a sparse CSR tensor raises in is_contiguous(): the general path explains)
+            self.emit("try:")
+            self.emit(f"    _fast = {' and '.join(self.torch_fast(p, v, kernel))}")
+            self.emit("except RuntimeError:")
+            self.emit("    _fast = False")
+            self.emit("if _fast:")
+        self.indent()
+        self.emit(f"_a{i} = {v}.data_ptr()")
+        # the storage is held for the call, and must hold every byte of the tensor
+        # (contiguous here: storage_offset + numel elements)
+        self.emit(f"_k{i} = {v}.untyped_storage()")
+        isz = TORCH_DTYPES[p.dtype].itemsize if p.dtype not in (None, "any") else f"{v}.element_size()"
+        self.emit(f'if _k{i}.nbytes() < ({v}.storage_offset() + {v}.numel()) * {isz}: {ext}({v}, "{W}")')
+        if self.needs_bytes:
+            self.emit(f"_b{i} = {v}.nbytes")
+        if p.written:
+            self.emit(f"_w{i} = {v}")
+        if self.needs_kind:
+            self.emit(f"_n{i} = False")
+        if p.shape is not None:
+            self.emit(f"_s{i} = {v}.size()")
+        self.dedent()
+        self.emit("else:")
+        self.indent()
+        self.emit(f"_a{i}, _k{i}, _s{i}, _w{i}, _n{i}, _b{i} = {self.preparer(p, grad_writes_ok)}({v})")
+        self.dedent()
+
+    def emit_absent(self, p: Param) -> None:
+        i = p.index
+        self.emit(f"_a{i} = _b{i} = 0")
+        self.emit(f"_k{i} = _s{i} = _w{i} = _n{i} = None")
+
+    def carg(self, p: Param) -> str:
+        """The expression passed to C for array parameter ``p`` (an address in _a)."""
+        if p.as_int:
+            return f"_a{p.index}"
+        return f"{self.const(self.b.ffi.cast, 'cast')}({self.const(p.ctype, 'ct')}, _a{p.index})"
+
+    def emit_overlaps(self, arrays: list[Param]) -> None:
+        """Refuse written arrays that share memory with another array argument."""
+        if not any(p.written for p in arrays) or len(arrays) < 2:
+            return
+        fn = self.const(_overlap, "ovl")
+        pairs = []
+        for x in range(len(arrays)):
+            for y in range(x + 1, len(arrays)):
+                p, q = arrays[x], arrays[y]
+                if p.written or q.written:
+                    i, j = p.index, q.index
+                    pairs.append(f"(_a{i} < _a{j} + _b{j} and _a{j} < _a{i} + _b{i} and _b{i} and _b{j})")
+        ranges = ", ".join(f"('{p.name}', _a{p.index}, _b{p.index}, {p.written})" for p in arrays)
+        self.emit(f"if {' or '.join(pairs)}:")
+        self.indent()
+        self.emit(f"_e = {fn}([r for r in ({ranges},) if type(r[1]) is int], {self.fname!r})")
+        self.emit("if _e is not None: raise _e")
+        self.dedent()
+
+    # -- scalars ----------------------------------------------------------- #
+
+    def scalar_check(self, p: Param, v: str) -> None:
+        """Emit the check/conversion of a caller-given scalar ``v`` in place."""
+        W = self.where(p)
+        if p.scalar in ("int", "bool") and p.int_range is not None:
+            lo, hi = p.int_range
+            chk = self.const(lambda x, W=W, ct=p.ctype, r=p.int_range: _checked_int(x, W, ct, r), "int")
+            self.emit(f"if type({v}) is not int or not {lo} <= {v} <= {hi}: {v} = {chk}({v})")
+        elif p.scalar == "float":
+            chk = self.const(lambda x, W=W, ct=p.ctype, bits=p.float_bits: _checked_float(x, W, ct, bits), "flt")
+            if p.float_bits == 32:
+                self.emit(
+                    f"if type({v}) is not float or not (-{_FLT_MAX!r} <= {v} <= {_FLT_MAX!r}) or "
+                    f"(-{_FLT_NORMAL!r} < {v} < {_FLT_NORMAL!r} and {v} != 0.0): {v} = {chk}({v})"
+                )
+            else:
+                self.emit(f"if type({v}) is not float: {v} = {chk}({v})")
+
+    def emit_other(self, p: Param) -> str:
+        """Strings, structs and raw pointers: emit their preparation, return the C argument."""
+        v, i = p.pyname, p.index
+        ffi = self.b.ffi
+        where = self.where(p)
+        if p.kind == "string":
+            def string(value: Any, where: str = where, ct: str = p.ctype, optional: bool = p.optional) -> Any:
+                return _string_arg(ffi, value, where, ct, optional)
+            self.emit(f"_x{i} = {self.const(string, 'str')}({v})")
+            return f"_x{i}[0]"
+        if p.kind == "struct":
+            def struct(value: Any, where: str = where, ct: str = p.ctype, optional: bool = p.optional) -> Any:
+                return _struct_arg(ffi, value, where, ct, optional)
+            self.emit(f"_x{i} = {self.const(struct, 'st')}({v})")
+            return f"_x{i}[0]"
+        # raw: function pointers, T **, structs by value: cffi checks them
+        return v
+
+    # -- the three functions ---------------------------------------------- #
+
+    def header(self, params: list[str]) -> None:
+        self.lines.insert(0, f"def {self.b.safe_name}({', '.join(params)}):")
+
+    def finish(self, label: str) -> Callable[..., Any]:
+        src = "\n".join(self.lines) + "\n"
+        return _codegen.build(src, self.ns, function=self.b.safe_name, label=f"{label}: {self.fname}")
+
+    def init_symbols(self) -> None:
+        """Symbols not fixed by a required input start unknown (None)."""
+        rest = sorted(self.plan.contract.symbols - self.plan.input_bound)
+        if rest:
+            self.emit(" = ".join(self.z(s) for s in rest) + " = None")
+            self.maybe.update(rest)
+
+    def emit_fills(
+        self, array_var: dict[str, str], given: Callable[[Param], str | None], defining: bool | None = None
+    ) -> dict[str, str]:
+        """Compute filled-in parameters (in dependency order); returns name -> expression
+        of each filled parameter's value. ``given(p)``: the variable holding a value the
+        caller passed for ``p`` (checked against the computed one), or None.
+        ``defining``: only fills that define a size (True), only the others (False)."""
+        values: dict[str, str] = {}
+        for name in self.plan.fill_order:
+            p = self.plan.by_name[name]
+            if defining is not None and p.is_symbol != defining:
+                continue
+            f = p.fill
+            assert f is not None
+            expr = self.fill_value(p, array_var)
+            src = f"numel({f.numel_of})" if f.numel_of else str(f.dim)
+            if p.is_symbol:
+                z = self.z(name)
+                if name in self.known:
+                    self.fail_unless(
+                        f"{z} == {expr}",
+                        f'_ShapeError(f"{self.lit(self.fname)}(): {name} = {{{z}}} from {self.lit(self.known[name])}, '
+                        f'but the contract defines {name} = {self.lit(src)} = {{{expr}}}")',
+                    )
+                else:
+                    self.emit(f"if {z} is None:")
+                    self.indent()
+                    self.emit(f"{z} = {expr}")
+                    self.dedent()
+                    self.emit("else:")
+                    self.indent()
+                    self.fail_unless(
+                        f"{z} == {expr}",
+                        f'_ShapeError(f"{self.lit(self.fname)}(): argument \'{name}\' is {{{z}}}, but the '
+                        f'contract defines {name} = {self.lit(src)} = {{{expr}}}")',
+                    )
+                    self.dedent()
+                    self.maybe.discard(name)
+                    self.known[name] = f"'{f.clause or name}'"
+                values[name] = z
+            else:
+                var = f"_f_{name}"
+                self.emit(f"{var} = {expr}")
+                g = given(p)
+                if g is not None:
+                    W = self.lit(self.where(p))
+                    self.emit(f"if {g} is not None:")
+                    self.indent()
+                    sz = self.const(lambda x, W=self.where(p), ct=p.ctype, r=p.int_range: _size_value(x, W, ct, r), "size")
+                    self.emit(f"{g} = {sz}({g})")
+                    self.fail_unless(
+                        f"{g} == {var}",
+                        f'_ShapeError(f"{W} is {{{g}}}, but the array shapes give {self.lit(src)} = {{{var}}} '
+                        f'(contract: {self.lit(repr(self.plan.contract.source))})")',
+                    )
+                    self.dedent()
+                values[name] = var
+        return values
+
+    def size_param_check(self, p: Param, expr: str) -> None:
+        """A size handed to an integer parameter must fit its C type."""
+        if p.int_range is None or p.int_range[1] >= _MAX_SIZE:
+            return
+        lo, hi = p.int_range
+        W = self.lit(self.where(p))
+        self.fail_unless(
+            f"{expr} <= {hi}",
+            f'_Overflow(f"{W} ({self.lit(p.ctype)}) must be in [{lo}, {hi}], got {{{expr}}}: it does not fit '
+            f'and would be truncated")',
+        )
+
+    def emit_caller_size(self, sym: str, var: str, checker: str, mismatch: str) -> None:
+        """A size the caller may pass (``var`` may be None): convert it, then bind or check."""
+        z = self.z(sym)
+        self.emit(f"if {var} is not None:")
+        self.indent()
+        self.emit(f"{var} = {checker}({var})")
+        if sym in self.known:
+            self.fail_unless(f"{var} == {z}", mismatch)
+        else:
+            self.emit(f"if {z} is None:")
+            self.indent()
+            self.emit(f"{z} = {var}")
+            self.dedent()
+            self.emit(f"elif {var} != {z}:")
+            self.indent()
+            self.emit(f"raise {mismatch}")
+            self.dedent()
+            self.maybe.add(sym)
+        self.dedent()
+
+    def generate_call(self) -> Callable[..., Any]:
+        plan = self.plan
+        P = plan.params
+        short = [p.pyname for p in plan.positional]
+        kwonly = [p.pyname for p in plan.keyword_only] + [pyname(s) for s in plan.free_sizes]
+        sig = list(short)
+        if plan.keyword_only:
+            sig.append("*_more")
+        elif kwonly:
+            sig.append("*")
+        sig += [f"{k}=None" for k in kwonly]
+        self.emit("__tracebackhide__ = True")
+        self.emit("try:")
+        self.indent()
+        if plan.keyword_only:
+            full = self.const(_full_form(plan, lambda: self.b.call), "full")
+            tup = "(" + "".join(f"{s}, " for s in short) + ")"
+            self.emit(f"if _more: return {full}({tup} + _more, {', '.join(f'{k}={k}' for k in kwonly)})")
+        self.init_symbols()
+        inputs = [p for p in P if p.kind == "array" and p.role != "out"]
+        outs = [p for p in P if p.kind == "array" and p.role == "out"]
+        array_var = {p.name: p.pyname for p in P if p.kind == "array"}
+
+        for p in inputs:
+            if p.optional:
+                self.emit(f"if {p.pyname} is None:")
+                self.indent()
+                self.emit_absent(p)
+                self.dedent()
+                self.emit("else:")
+                self.indent()
+                self.emit_array(p, kernel=False)
+                self.dedent()
+            else:
+                self.emit_array(p, kernel=False)
+        products: list[tuple[Param, list[tuple[int, Dim]], bool]] = []
+        for p in inputs:
+            if p.shape is not None and not p.optional:
+                products.append((p, self.bind_shape(p, f"_s{p.index}", False), False))
+        for p in inputs:
+            if p.shape is not None and p.optional:
+                self.emit(f"if {p.pyname} is not None:")
+                self.indent()
+                products.append((p, self.bind_shape(p, f"_s{p.index}", True), True))
+                self.dedent()
+        for p in outs:
+            self.emit(f"if {p.pyname} is not None:")
+            self.indent()
+            self.emit_array(p, kernel=False)
+            products.append((p, self.bind_shape(p, f"_s{p.index}", True), True))
+            self.dedent()
+            self.emit("else:")
+            self.indent()
+            self.emit(f"_n{p.index} = _w{p.index} = None")
+            self.dedent()
+
+        # sizes the caller passes: integer parameters that are sizes, and free sizes
+        for p in P:
+            if p.kind == "scalar" and p.is_symbol:
+                W = self.lit(self.where(p))
+                chk = self.const(lambda x, W=self.where(p), ct=p.ctype, r=p.int_range: _size_value(x, W, ct, r), "size")
+                origin = self.lit(self.known.get(p.name, "the other arguments"))
+                self.emit_caller_size(
+                    p.name, p.pyname, chk,
+                    f'_ShapeError(f"{W} is {{{p.pyname}}}, but the array shapes give {p.name} = {{{self.z(p.name)}}} '
+                    f'(from {origin}; contract: {self.lit(repr(plan.contract.source))})")',
+                )
+        # a length filled with one symbol (count = m) passed by the caller gives that symbol
+        aliases = set()
+        for p in P:
+            f = p.fill
+            if p.kind == "scalar" and not p.is_symbol and f is not None and f.dim is not None \
+                    and len(f.dim.symbols) == 1 and f.dim.factor == 1:
+                sym = f.dim.symbols[0]
+                aliases.add(p.name)
+                W = self.lit(self.where(p))
+                chk = self.const(lambda x, W=self.where(p), ct=p.ctype, r=p.int_range: _size_value(x, W, ct, r), "size")
+                origin = self.lit(self.known.get(sym, "the other arguments"))
+                self.emit_caller_size(
+                    sym, p.pyname, chk,
+                    f'_ShapeError(f"{W} is {{{p.pyname}}}, but the array shapes give {sym} = {{{self.z(sym)}}} '
+                    f'(from {origin}; contract: {self.lit(repr(plan.contract.source))})")',
+                )
+        for s in plan.free_sizes:
+            v = pyname(s)
+            chk = self.const(lambda x, f=self.fname, s=s: _named_size(x, f, s), "size")
+            origin = self.lit(self.known.get(s, "the other arguments"))
+            self.emit_caller_size(
+                s, v, chk,
+                f'_ShapeError(f"{self.lit(self.fname)}(): {v}={{{v}}} was passed, but {s} = {{{self.z(s)}}} from {origin}")',
+            )
+
+        given_fill = lambda p: None if p.name in aliases else p.pyname  # noqa: E731
+        fills = self.emit_fills(array_var, given_fill, defining=True)
+        for p, deferred, conditional in products:
+            if not deferred:
+                continue
+            if conditional:
+                self.emit(f"if {p.pyname} is not None:")
+                self.indent()
+            self.check_products(p, f"_s{p.index}", deferred)
+            if conditional:
+                self.dedent()
+
+        if outs:
+            chain = "False"
+            for p in reversed([q for q in P if q.kind == "array"]):
+                if p.role != "out" and not p.optional:
+                    chain = f"_n{p.index}"
+                else:
+                    chain = f"(_n{p.index} if _n{p.index} is not None else {chain})"
+            self.emit(f"_numpy = {chain}")
+        for p in outs:
+            i = p.index
+            assert p.shape is not None and p.dtype is not None
+            self.emit(f"if {p.pyname} is None:")
+            self.indent()
+            for d in p.shape:
+                for s in d.symbols:
+                    self.need(s, f"argument '{p.name}'")
+            dims = [self.dim_expr(d) for d in p.shape]
+            tdt = self.const(TORCH_DTYPES[p.dtype], "dt")
+            empty = self.const(torch.empty, "empty")
+            targs = ", ".join(dims) if dims else "()"
+            self.emit("try:")
+            self.indent()
+            self.emit("if _numpy:")
+            self.indent()
+            ndt = self.const(NUMPY_DTYPES.get(p.dtype), "ndt")
+            self.emit(f"{p.pyname} = {self.const(np.empty, 'npempty')}(({', '.join(dims)}{',' if len(dims) == 1 else ''}), {ndt})")
+            self.emit(f"_a{i} = {self.const(_numpy_address, 'npaddr')}({p.pyname})")
+            self.dedent()
+            self.emit("else:")
+            self.indent()
+            self.emit(f"{p.pyname} = {empty}({targs}, dtype={tdt})")
+            self.emit(f"_a{i} = {p.pyname}.data_ptr()")
+            self.dedent()
+            self.dedent()
+            self.emit_alloc_failure(p, dims)
+            self.emit(f"_b{i} = 0")
+            self.dedent()
+
+        fills.update(self.emit_fills(array_var, given_fill, defining=False))
+        given = [p for p in P if p.kind == "array"]
+        if len(given) > 1 and any(p.written for p in given):
+            self.emit_overlaps(given)
+
+        cargs = self.emit_scalars(fills, kernel=False)
+        written = [f"_w{p.index}" for p in P if p.kind == "array" and p.written]
+        structs = [p for p in P if p.kind == "struct"]
+        self.emit_c_call(cargs, written, structs)
+        results = [p.pyname for p in outs]
+        self.emit_return(results, kernel=False)
+        self.dedent()
+        self.emit("except _TFE as _e:")
+        self.emit("    raise _e.with_traceback(None)")
+        self.header(sig)
+        return self.finish("call")
+
+    def emit_scalars(self, fills: dict[str, str], kernel: bool) -> list[str]:
+        """Check scalar arguments; return the C argument expressions in order."""
+        cargs = []
+        for p in self.plan.params:
+            if p.name in self.hidden:
+                h = self.const(self.hidden[p.name], "h")
+                if p.as_int:  # a pointer through an intptr_t shim: cdata becomes its address
+                    ffi = self.b.ffi
+                    conv = self.const(lambda v: int(ffi.cast("intptr_t", v)) if isinstance(v, ffi.CData) else v, "addr")
+                    cargs.append(f"{conv}({h}())")
+                else:
+                    cargs.append(f"{h}()")
+            elif p.kind == "array":
+                cargs.append(self.carg(p))
+            elif p.kind == "scalar":
+                if p.fill is not None:
+                    expr = fills[p.name]
+                    self.size_param_check(p, expr)
+                    cargs.append(expr)
+                elif p.is_symbol:
+                    self.need(p.name, f"argument '{p.name}'")
+                    self.size_param_check(p, self.z(p.name))
+                    cargs.append(self.z(p.name))
+                else:
+                    self.scalar_check(p, p.pyname)
+                    cargs.append(p.pyname)
+            else:
+                cargs.append(self.emit_other(p))
+        return cargs
+
+    def emit_c_call(self, cargs: list[str], written: list[str], structs: list[Param]) -> None:
+        c = self.const(self.b.cfunc, "cfn")
+        raw = any(p.kind == "raw" and p.name not in self.hidden for p in self.plan.params)
+        if raw:
+            self.emit("try:")
+            self.indent()
+        self.emit(f"_r = {c}({', '.join(cargs)})")
+        if raw:
+            self.dedent()
+            self.emit("except (TypeError, OverflowError) as _x:")
+            self.emit(f'    raise _ArgType(f"{self.lit(self.fname)}(): {{_x}}") from None')
+        for p in structs:
+            self.emit(f"if _x{p.index}[2]: _bumps(*_x{p.index}[2])")
+        if len(written) == 1:
+            self.emit(f"if {written[0]} is not None: _bump(({written[0]},))")
+        elif written:
+            self.emit(f"_bumps({', '.join(written)})")
+
+    def emit_return(self, results: list[str], kernel: bool) -> None:
+        plan = self.plan
+        if plan.returns == "status":
+            st = self.const(self.b.raise_status, "status")
+            self.emit(f"if _r: {st}(_r)")
+        value: list[str] = []
+        if plan.returns == "value":
+            if plan.result_is_string and not kernel:
+                self.emit(f"_r = {self.const(self.b.string, 'string')}(_r)")
+            if kernel:
+                _, outs = operator_signature(plan, self.hidden)
+                rdt = self.const(TORCH_DTYPES[outs[-1].dtype], "rdt")
+                value = [f"{self.const(torch.tensor, 'tensor')}(_r, dtype={rdt})"]
+            else:
+                value = ["_r"]
+        if kernel:
+            allr = results + value
+        else:
+            allr = value + results
+        if not allr:
+            self.emit("return None")
+        elif len(allr) == 1:
+            self.emit(f"return {allr[0]}")
+        else:
+            self.emit(f"return ({', '.join(allr)})")
+
+    def op_params(self, args: list[OpArg]) -> list[str]:
+        """Operator-order parameters; the dispatcher drops trailing arguments equal to
+        their defaults (None for optional tensors), so those take defaults here."""
+        params = [a.name for a in args]
+        for i in range(len(args) - 1, -1, -1):
+            if not args[i].optional:
+                break
+            params[i] += "=None"
+        return params
+
+    def generate_kernel(self) -> Callable[..., Any]:
+        """The body of an operator: CPU tensors in operator order (see operator_signature)."""
+        plan = self.plan
+        args, outs = operator_signature(plan, self.hidden)
+        by_py = {p.pyname: p for p in plan.params}
+        tensors = [a for a in args if a.kind == "tensor"]
+        self.emit("__tracebackhide__ = True")
+        if self.grad_guard is not None and tensors:
+            guard = self.const(self.grad_guard, "guard")
+            ge = self.const(torch.is_grad_enabled, "ge")
+            needs = " or ".join(
+                f"({a.name} is not None and {a.name}.requires_grad)" if a.optional else f"{a.name}.requires_grad"
+                for a in tensors
+            )
+            self.emit(f"if ({needs}) and {ge}(): {guard}({', '.join(a.name for a in tensors)})")
+        self.emit("try:")
+        self.indent()
+        self.init_symbols()
+        arrays = [by_py[a.name] for a in tensors]
+        for p in arrays:
+            if p.optional:
+                self.emit(f"if {p.pyname} is None:")
+                self.indent()
+                self.emit_absent(p)
+                self.dedent()
+                self.emit("else:")
+                self.indent()
+                self.emit_array(p, kernel=True, grad_writes_ok=True)
+                self.dedent()
+            else:
+                self.emit_array(p, kernel=True, grad_writes_ok=True)
+        products: list[tuple[Param, list[tuple[int, Dim]], bool]] = []
+        for p in arrays:
+            if p.shape is not None and not p.optional:
+                products.append((p, self.bind_shape(p, f"_s{p.index}", False), False))
+        self.emit_size_args(args)
+        for p in arrays:
+            if p.shape is not None and p.optional:
+                self.emit(f"if {p.pyname} is not None:")
+                self.indent()
+                products.append((p, self.bind_shape(p, f"_s{p.index}", True), True))
+                self.dedent()
+        array_var = {p.name: p.pyname for p in arrays}
+        fills = self.emit_fills(array_var, lambda p: None, defining=True)
+        for p, deferred, conditional in products:
+            if deferred:
+                if conditional:
+                    self.emit(f"if {p.pyname} is not None:")
+                    self.indent()
+                self.check_products(p, f"_s{p.index}", deferred)
+                if conditional:
+                    self.dedent()
+        empty = self.const(torch.empty, "empty")
+        results = []
+        for o in outs:
+            if o.name == "return":
+                continue
+            p = plan.by_name[o.name]
+            for d in o.shape:
+                for s in d.symbols:
+                    self.need(s, f"argument '{p.name}'")
+            dims = ", ".join(self.dim_expr(d) for d in o.shape) or "()"
+            self.emit("try:")
+            self.emit(f"    _out{p.index} = {empty}({dims}, dtype={self.const(TORCH_DTYPES[o.dtype], 'dt')})")
+            self.emit_alloc_failure(p, [self.dim_expr(d) for d in o.shape])
+            self.emit(f"_a{p.index} = _out{p.index}.data_ptr()")
+            results.append(f"_out{p.index}")
+        fills.update(self.emit_fills(array_var, lambda p: None, defining=False))
+        if len(arrays) > 1 and any(p.written for p in arrays):
+            self.emit_overlaps(arrays)
+        cargs = self.emit_scalars(fills, kernel=True)
+        written = [f"_w{p.index}" for p in arrays if p.written]
+        self.emit_c_call(cargs, written, [])
+        self.emit_return(results, kernel=True)
+        self.dedent()
+        self.emit("except _TFE as _e:")
+        self.emit("    raise _e.with_traceback(None)")
+        self.header(self.op_params(args))
+        return self.finish("operator kernel")
+
+    def emit_alloc_failure(self, p: Param, dims: list[str]) -> None:
+        """The except clause of an output allocation: a typed error naming the argument."""
+        self.emit("except (RuntimeError, MemoryError, ValueError, OverflowError) as _x:")
+        shape = "(" + ", ".join(f"{{{d}}}" for d in dims) + ("," if len(dims) == 1 else "") + ")"
+        self.emit(
+            f'    raise {self.const(AllocationError, "alloc")}(f"{self.lit(self.where(p))}: cannot allocate the '
+            f'output of shape {shape} ({p.dtype}): {{_x}}") from None'
+        )
+
+    def emit_size_args(self, args: list[OpArg]) -> None:
+        """Operator size arguments (plain ints in a kernel, SymInts in a shape rule)."""
+        for a in args:
+            if a.kind != "size":
+                continue
+            p = self.plan.by_name.get(a.name)
+            sym = p.name if p is not None else next(s for s in self.plan.free_sizes if pyname(s) == a.name)
+            if self.symbolic:
+                self.emit(f"{self.z(sym)} = {a.name}")
+            else:
+                self.fail_unless(
+                    f"type({a.name}) is int and {a.name} >= 0",
+                    f'_ShapeError(f"{self.lit(self.fname)}(): {a.name} must be a size (an integer >= 0), got {{{a.name}!r}}")',
+                )
+                self.emit(f"{self.z(sym)} = {a.name}")
+            self.known[sym] = f"argument '{a.name}'"
+            self.maybe.discard(sym)
+
+    def generate_shape_rule(self) -> Callable[..., Any]:
+        """The operator's shape rule: the kernel's binding steps on fake or meta tensors
+        (sizes may be SymInts), returning empty outputs. It never reads data."""
+        plan = self.plan
+        args, outs = operator_signature(plan, self.hidden)
+        by_py = {p.pyname: p for p in plan.params}
+        self.emit("__tracebackhide__ = True")
+        self.emit("try:")
+        self.indent()
+        self.init_symbols()
+        self.emit("_dev = None")
+        arrays = [by_py[a.name] for a in args if a.kind == "tensor"]
+        for p in arrays:
+            v = p.pyname
+            if p.optional:
+                self.emit(f"if {v} is not None:")
+                self.indent()
+            if p.dtype != "any":
+                want = TORCH_DTYPES[p.dtype or "any"]
+                self.emit(
+                    f"if {v}.dtype is not {self.const(want, 'dt')}: raise _DType(f\"{self.lit(self.where(p))} "
+                    f"({self.lit(p.ctype)}) expects dtype {want}, got {{{v}.dtype}}\")"
+                )
+            self.emit(f"_s{p.index} = {v}.shape")
+            self.emit(f"if _dev is None: _dev = {v}.device")
+            if p.optional:
+                self.dedent()
+        products: list[tuple[Param, list[tuple[int, Dim]], bool]] = []
+        for p in arrays:
+            if p.shape is not None and not p.optional:
+                products.append((p, self.bind_shape(p, f"_s{p.index}", False), False))
+        self.emit_size_args(args)
+        for p in arrays:
+            if p.shape is not None and p.optional:
+                self.emit(f"if {p.pyname} is not None:")
+                self.indent()
+                products.append((p, self.bind_shape(p, f"_s{p.index}", True), True))
+                self.dedent()
+        # fills that define sizes matter here (they may shape an output)
+        self.emit_fills({p.name: p.pyname for p in arrays}, lambda p: None, defining=True)
+        for p, deferred, conditional in products:
+            if deferred:
+                if conditional:
+                    self.emit(f"if {p.pyname} is not None:")
+                    self.indent()
+                self.check_products(p, f"_s{p.index}", deferred)
+                if conditional:
+                    self.dedent()
+        empty = self.const(torch.empty, "empty")
+        cpu = self.const(torch.device("cpu"), "cpu")
+        results = []
+        for o in outs:
+            dt = self.const(TORCH_DTYPES[o.dtype], "dt")
+            if o.name == "return":
+                results.append(f"{empty}((), dtype={dt}, device=_dev or {cpu})")
+                continue
+            for d in o.shape:
+                for s in d.symbols:
+                    self.need(s, f"argument '{o.name}'")
+            dims = ", ".join(self.dim_expr(d) for d in o.shape)
+            results.append(f"{empty}(({dims}{',' if len(o.shape) == 1 else ''}), dtype={dt}, device=_dev or {cpu})")
+        if not results:
+            self.emit("return None")
+        elif len(results) == 1:
+            self.emit(f"return {results[0]}")
+        else:
+            self.emit(f"return ({', '.join(results)})")
+        self.dedent()
+        self.emit("except _TFE as _e:")
+        self.emit("    raise _e.with_traceback(None)")
+        self.header(self.op_params(args))
+        return self.finish("shape rule")
+
+
+def _full_form(plan: Plan, call: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
+    """The C declaration's own calling form: every parameter positionally, in
+    declaration order (``lib.process_data(t, t.numel())`` with a contract that fills
+    ``size`` in): maps it to the short form, so adding a contract never breaks a
+    caller. Lengths passed this way are checked like keyword ones."""
+    allnames = [p.pyname for p in plan.params]
+    short = [p.pyname for p in plan.positional]
+    name = plan.name
+
+    def full(args: tuple[Any, ...], **kw: Any) -> Any:
+        if len(args) != len(allnames):
+            raise TypeError(
+                f"{name}() takes {len(short)} positional argument(s) ({', '.join(short)}) or all "
+                f"{len(allnames)} of the C declaration ({', '.join(allnames)}), got {len(args)}"
+            )
+        values = dict(zip(allnames, args))
+        for k, v in kw.items():
+            if v is not None:
+                if k in values and values[k] is not None:
+                    raise TypeError(f"{name}() got multiple values for argument '{k}'")
+                values[k] = v
+        positional = [values.pop(n) for n in short]
+        return call()(*positional, **values)
+
+    return full
+
+
+def _string_arg(ffi: Any, value: Any, where: str, ctype: str, optional: bool) -> tuple[Any, Any, None]:
+    """A ``const char *`` argument: (C value, what keeps it alive, None)."""
+    if value is None:
+        if optional:
+            return ffi.NULL, None, None
+        raise ArgumentTypeError(
+            f"{where} ({ctype}) is a C string and cannot be None (NULL); if the function accepts "
+            f"NULL there, say so in its contract: '{where.split(chr(39))[1]}: ?'"
+        )
+    if isinstance(value, str):
+        value = value.encode()
+    elif isinstance(value, (bytearray, memoryview)):
+        value = bytes(value)
+    if isinstance(value, bytes):
+        if b"\0" in value:
+            raise ArgumentTypeError(f"{where} ({ctype}) holds a NUL byte: C would see only the text before it")
+        return value, value, None
+    if isinstance(value, ffi.CData):
+        return value, value, None
+    if isinstance(value, (_Tensor, _ndarray, strided)):
+        obj = value.obj if isinstance(value, strided) else value
+        dt = "int8" if getattr(obj, "dtype", None) in (torch.int8, np.int8) else "uint8"
+        prep = prepare_array(value, where=where, ctype=ctype, dtype=dt, written=False, may_copy=False)
+        owner = prep.owner
+        size = owner.size if isinstance(owner, _ndarray) else owner.numel()
+        has_nul = bool((owner == 0).any()) if size else False
+        if not has_nul:
+            raise ArgumentTypeError(
+                f"{where} ({ctype}) is a byte array without a NUL terminator: C would read past its end"
+            )
+        return ffi.cast(ctype, prep.addr), prep, None
+    raise ArgumentTypeError(f"{where} ({ctype}) expects a str or bytes, got {_describe(value)}")
+
+
+def _struct_arg(ffi: Any, value: Any, where: str, ctype: str, optional: bool) -> tuple[Any, Any, list[Any]]:
+    """A struct pointer argument: (C value, what keeps it alive, tensors C may write)."""
+    if isinstance(value, Struct):
+        value.check_storages()
+        return value.cdata, value, value.written_tensors()
+    if value is None:
+        if optional:
+            return ffi.NULL, None, []
+        raise ArgumentTypeError(
+            f"{where} ({ctype}) cannot be None (NULL); if the function accepts NULL there, say so in "
+            f"its contract: '{where.split(chr(39))[1]}: ?'"
+        )
+    if isinstance(value, ffi.CData):
+        return value, value, []
+    raise ArgumentTypeError(f"{where} ({ctype}) expects a struct (lib.struct(...)), got {_describe(value)}")
+
+
+# --------------------------------------------------------------------------- #
+# Bound functions                                                              #
+# --------------------------------------------------------------------------- #
 
 
 class BoundFunction:
-    """Plan of one bound C function; ``__call__`` is a generated, specialised wrapper."""
+    """One C function bound through its plan; ``call`` is its generated wrapper."""
 
     def __init__(
         self,
@@ -465,770 +1594,56 @@ class BoundFunction:
         self.cfunc = cfunc
         self.decl = decl
         self.contract = contract
-        self.name = name or decl.name
-        self.pointers_as_int = pointers_as_int
         self.error_message = error_message
-        if decl.variadic:
-            raise ContractError(f"{decl.name}: variadic functions cannot be bound safely")
-        res = decl.result
-        if res.text == "void":
-            self.returns = "none"
-        elif contract.returns is not None:
-            self.returns = contract.returns
-        else:
-            self.returns = default_returns if (res.is_integer and res.pointer_depth == 0) else "value"
-        self.result_is_string = res.pointer_depth == 1 and res.resolved == "char"
-        self.params = [self._plan(i, p) for i, p in enumerate(decl.params)]
-        self._check_contract()
-        self.call = self._generate()
-        self.__doc__ = self._doc()
-
-    # -- planning ---------------------------------------------------------- #
-
-    def _plan(self, index: int, p: CParam) -> _Param:
-        ct = p.type
-        spec: ArraySpec | None = self.contract.arrays.get(p.name)
-        fill = self.contract.fills.get(p.name)
-        base = _Param(p.name, _pyname(p.name), index, "raw", ct.text, as_int=self.pointers_as_int and ct.shimmable)
-        if ct.pointer_depth == 0 and not ct.is_struct and not ct.is_function_pointer:
-            if spec is not None:
-                raise ContractError(f"{self.name}: '{p.name}' is a scalar ({ct.text}), not an array")
-            base.kind = "scalar"
-            if ct.is_integer:
-                base.int_range = _int_range(self.ffi, ct.text.replace("const ", ""))
-                if fill is None and p.name in self.contract.symbols:
-                    fill = Fill(p.name, dim=Dim((p.name,)))
-            elif fill is not None:
-                raise ContractError(f"{self.name}: '{p.name}' = ... needs an integer parameter, not {ct.text}")
-            base.is_float = ct.is_float
-            base.fill = fill
-            return base
-        if fill is not None:
-            raise ContractError(f"{self.name}: '{p.name}' = ... needs an integer parameter, not {ct.text}")
-        if ct.is_struct and ct.pointer_depth == 1:
-            base.kind = "struct"
-            return base
-        if ct.pointer_depth == 1 and ct.dtype is not None and not ct.is_function_pointer:
-            if ct.const and ct.resolved == "char" and spec is None:
-                base.kind = "string"
-                return base
-            base.kind = "array"
-            base.dtype = ct.dtype
-            role = spec.role if spec and spec.role else ("in" if ct.const else "inout")
-            if ct.const and role != "in":
-                raise ContractError(f"{self.name}: '{p.name}' is {ct.text}: C cannot write it, so it cannot be {role}")
-            base.role = role
-            if spec is not None:
-                base.shape = spec.shape
-                base.optional = spec.optional
-                if role == "out" and ct.dtype == "any":
-                    raise ContractError(f"{self.name}: out array '{p.name}' is void *: its dtype is unknown")
-            return base
-        if spec is not None:
-            raise ContractError(f"{self.name}: '{p.name}' ({ct.text}) cannot be described as an array")
-        return base  # raw: function pointers, T **, structs by value: cffi checks them
-
-    def _check_contract(self) -> None:
-        names = {p.name for p in self.params}
-        for name in list(self.contract.arrays) + list(self.contract.fills):
-            if name not in names:
-                raise ContractError(f"{self.name}: the contract names '{name}', which is not a parameter of {self.decl.text}")
-        for fill in self.contract.fills.values():
-            if fill.numel_of is not None and fill.numel_of not in self.contract.arrays and fill.numel_of not in names:
-                raise ContractError(f"{self.name}: numel({fill.numel_of}) names no array parameter")
-        bound_by_inputs = set()
-        for p in self.params:
-            if p.kind == "array" and p.shape is not None and p.role != "out":
-                for d in p.shape:
-                    bound_by_inputs.update(d.symbols)
-        scalar_syms = {p.name for p in self.params if p.kind == "scalar" and p.fill is not None}
-        self.free_symbols = sorted(self.contract.symbols - bound_by_inputs - scalar_syms)
-
-    @property
-    def positional(self) -> list[_Param]:
-        return [p for p in self.params if not (p.fill or p.role == "out" or p.optional)]
-
-    @property
-    def keyword_only(self) -> list[_Param]:
-        return [p for p in self.params if p.fill or p.role == "out" or p.optional]
-
-    @property
-    def fast_path(self) -> bool:
-        """No contract: every argument is a plain array or a number."""
-        return not self.contract.arrays and not self.contract.fills and all(
-            p.kind in ("array", "scalar") for p in self.params
+        self.plan = build_plan(
+            ffi, decl, contract, name=name, default_returns=default_returns, pointers_as_int=pointers_as_int
         )
+        self.name = self.plan.name
+        self.pointers_as_int = pointers_as_int
+        self.call = _Gen(self, "call").generate_call()
+        self.call.__qualname__ = self.call.__name__ = self.name
+        self.call.__doc__ = self.doc()
+        self.call.__wrapped_bridge__ = self  # type: ignore[attr-defined]
 
-    # -- code generation ----------------------------------------------------- #
+    @property
+    def params(self) -> list[Param]:
+        return self.plan.params
 
-    def _generate(self) -> Callable[..., Any]:
-        pos = [p.pyname for p in self.positional]
-        kwonly = [f"{p.pyname}=None" for p in self.keyword_only] + [f"{s}=None" for s in self.free_symbols]
-        sig = ", ".join(pos + (["*"] + kwonly if kwonly else []))
-        allnames = [p.pyname for p in self.params] + list(self.free_symbols)
-        ns: dict[str, Any] = {"_slow": self._call_slow, "_T": _Tensor, "_c": self.cfunc, "_bump": _increment_version}
-        lines = [f"def {self._safe_name()}({sig}):"]
-        if self.fast_path:
-            conds = []
-            cargs = []
-            written = []
-            for p in self.params:
-                v = p.pyname
-                if p.kind == "array":
-                    c = f"type({v}) is _T and {v}.is_cpu and {v}.is_contiguous() and not {v}.is_neg() and not {v}.is_conj()"
-                    if p.dtype != "any":
-                        ns[f"_d{p.index}"] = TORCH_DTYPES[p.dtype]
-                        # (real dtypes: only the negative bit can be set)
-                        c = f"type({v}) is _T and {v}.dtype is _d{p.index} and {v}.is_cpu and {v}.is_contiguous() and not {v}.is_neg()"
-                    if p.written:
-                        c += f" and not {v}.requires_grad"
-                        written.append(v)
-                    conds.append(f"({c})")
-                    if p.as_int:
-                        cargs.append(f"{v}.data_ptr()")
-                    else:
-                        ns[f"_ct{p.index}"] = p.ctype
-                        cargs.append(f"_cast(_ct{p.index}, {v}.data_ptr())")
-                        ns["_cast"] = self.ffi.cast
-                else:
-                    if p.int_range is not None:
-                        # anything else (np.int64, a float cffi would truncate) takes the checked path
-                        conds.append(f"type({v}) is int")
-                    cargs.append(v)
-            if conds:
-                lines.append(f"    if {' and '.join(conds)}:")
-                lines.append("        try:")
-                lines.append(f"            _r = _c({', '.join(cargs)})")
-                lines.append("        except Exception:  # converting an argument failed: the checked path explains")
-                lines.append(f"            return _slow({', '.join(allnames)})")
-                if written:
-                    lines.append(f"        _bump(({', '.join(written)},))")
-                if self.returns == "status":
-                    ns["_status"] = self._raise_status
-                    lines.append("        if _r:")
-                    lines.append("            _status(_r)")
-                    lines.append("        return None")
-                elif self.returns == "value" and self.result_is_string:
-                    ns["_string"] = self._string
-                    lines.append("        return _string(_r)")
-                elif self.returns == "value":
-                    lines.append("        return _r")
-                elif self.returns == "none":
-                    lines.append("        return None")
-        lines.append(f"    return _slow({', '.join(allnames)})")
-        exec(compile("\n".join(lines), f"<tensorffi bridge: {self.name}>", "exec"), ns)
-        fn = ns[self._safe_name()]
-        fn.__qualname__ = fn.__name__ = self.name
-        fn.__doc__ = self._doc()
-        fn.__wrapped_bridge__ = self  # type: ignore[attr-defined]
-        return fn
+    @property
+    def returns(self) -> str:
+        return self.plan.returns
 
-    def _safe_name(self) -> str:
+    @property
+    def safe_name(self) -> str:
         return "_tf_" + "".join(ch if ch.isalnum() else "_" for ch in self.name)
 
-    def _doc(self) -> str:
-        parts = [f"Bound C function: {self.decl.text};"]
+    def doc(self) -> str:
+        lines = [f"Bound C function: {self.decl.text};", f"Python: {self.plan.signature_text()}"]
         if self.contract.source:
-            parts.append(f"contract: {self.contract.source}")
-        parts.append(f"returns: {self.returns}")
-        return "\n".join(parts)
+            lines.append(f"contract: {self.contract.source}")
+        lines.append(f"returns: {self.plan.returns}")
+        return "\n".join(lines)
 
-    # -- the general path -------------------------------------------------- #
-
-    def _where(self, p: _Param) -> str:
-        return f"{self.name}(): argument '{p.name}'"
-
-    def _call_slow(self, *values: Any) -> Any:
-        params = self.params
-        nparams = len(params)
-        given = dict(zip((p.name for p in params), values[:nparams]))
-        extra = dict(zip(self.free_symbols, values[nparams:]))
-        env: dict[str, int] = {}
-        origin: dict[str, str] = {}
-        cargs: list[Any] = [None] * nparams
-        keep: list[Any] = []
-        written: list[torch.Tensor] = []
-        structs: list[Struct] = []
-        kind: str | None = None
-        outs: list[tuple[_Param, Any]] = []
-        pending_out: list[_Param] = []
-        deferred: list[tuple[_Param, tuple[int, ...]]] = []
-
-        for p in params:
-            if p.kind != "array":
-                continue
-            v = given[p.name]
-            if v is None:
-                if p.role == "out":
-                    pending_out.append(p)
-                    continue
-                if p.optional:
-                    cargs[p.index] = 0 if p.as_int else self.ffi.NULL
-                    continue
-                raise ArgumentTypeError(f"{self._where(p)} ({p.ctype}) expects a torch tensor or a NumPy array, got None")
-            if p.dtype == "any" and isinstance(v, self.ffi.CData):
-                # An opaque handle (ffi.new_handle, a C-owned object): passed as is.
-                cargs[p.index] = int(self.ffi.cast("intptr_t", v)) if p.as_int else v
-                keep.append(v)
-                continue
-            prep = prepare_array(
-                v, where=self._where(p), ctype=p.ctype, dtype=p.dtype or "any", written=p.written,
-                may_copy=p.shape is not None,
-            )
-            keep.append(prep.owner)
-            if prep.written_tensor is not None:
-                written.append(prep.written_tensor)
-            kind = kind or prep.kind
-            cargs[p.index] = prep.addr if p.as_int else self.ffi.cast(p.ctype, prep.addr)
-            if p.shape is not None:
-                deferred += self._bind_shape(p, prep.shape, env, origin)
-            if p.role == "out":
-                outs.append((p, prep.owner))
-
-        # Scalars named like symbols (implicit fills) given by the caller bind them.
-        for p in params:
-            if p.kind == "scalar" and p.fill is not None and p.fill.dim is not None:
-                v = given[p.name]
-                d = p.fill.dim
-                if v is not None and len(d.symbols) == 1 and d.factor == 1 and d.symbols[0] not in env:
-                    env[d.symbols[0]] = self._as_size(p, v)
-                    origin[d.symbols[0]] = f"argument '{p.name}'"
-        for sym, v in extra.items():
-            if v is None:
-                continue
-            v = self._as_size_named(sym, v)
-            if sym in env and env[sym] != v:
-                raise ShapeError(f"{self.name}(): {sym}={v} was passed, but {sym} = {env[sym]} from {origin[sym]}")
-            env[sym] = v
-            origin[sym] = f"keyword {sym}="
-        for p, shape in deferred:
-            self._check_products(p, shape, env)
-
-        if pending_out:
-            use_numpy = kind == "numpy"
-            for p in pending_out:
-                shape = tuple(self._eval_dim(p, d, env) for d in p.shape or ())
-                assert p.dtype is not None
-                arr: Any = np.empty(shape, NUMPY_DTYPES[p.dtype]) if use_numpy else torch.empty(shape, dtype=TORCH_DTYPES[p.dtype])
-                addr = arr.__array_interface__["data"][0] if use_numpy else arr.data_ptr()
-                cargs[p.index] = addr if p.as_int else self.ffi.cast(p.ctype, addr)
-                keep.append(arr)
-                outs.append((p, arr))
-
-        for p in params:
-            if p.kind == "array":
-                continue
-            v = given[p.name]
-            if p.kind == "scalar":
-                if p.fill is not None:
-                    computed = self._eval_fill(p, env, given)
-                    if v is not None:
-                        v = self._as_size(p, v)
-                    if v is not None and v != computed:
-                        expr = f"numel({p.fill.numel_of})" if p.fill.numel_of else str(p.fill.dim)
-                        raise ShapeError(
-                            f"{self._where(p)} is {v}, but the array shapes give {expr} = {computed} "
-                            f"(contract: {self.contract.source!r})"
-                        )
-                    v = computed
-                if p.int_range is not None:
-                    v = self._check_int(p, v)
-                elif p.is_float and type(v) is not float:
-                    self._check_float(p, v)
-                cargs[p.index] = v
-            elif p.kind == "struct":
-                if isinstance(v, Struct):
-                    structs.append(v)
-                    keep.append(v)
-                    cargs[p.index] = v.cdata
-                elif v is None:
-                    cargs[p.index] = self.ffi.NULL
-                else:
-                    cargs[p.index] = v
-            elif p.kind == "string":
-                if isinstance(v, str):
-                    v = v.encode()
-                if isinstance(v, (_Tensor, _ndarray)):
-                    prep = prepare_array(v, where=self._where(p), ctype=p.ctype, dtype="uint8" if not isinstance(v, _Tensor) or v.dtype != torch.int8 else "int8", written=False, may_copy=False)
-                    keep.append(prep.owner)
-                    v = self.ffi.cast(p.ctype, prep.addr)
-                cargs[p.index] = self.ffi.NULL if v is None else v
-            else:
-                cargs[p.index] = v
-
-        try:
-            result = self.cfunc(*cargs)
-        except (TypeError, OverflowError) as exc:
-            raise self._explain_call_error(exc, cargs) from None
-        finally:
-            for s in structs:
-                written.extend(s.written_tensors())
-            if written:
-                _increment_version(tuple(written))
-        del keep
-        if self.returns == "status":
-            if result:
-                self._raise_status(result)
-            result = None
-        elif self.returns == "none":
-            result = None
-        elif self.result_is_string:
-            result = self._string(result)
-        out_values = [arr for _, arr in sorted(outs, key=lambda po: po[0].index)]
-        if not out_values:
-            return result
-        packed = out_values[0] if len(out_values) == 1 else tuple(out_values)
-        if self.returns == "value":
-            return (result, *out_values)
-        return packed
-
-    # -- helpers ----------------------------------------------------------- #
-
-    def _string(self, result: Any) -> str | None:
+    def string(self, result: Any) -> str | None:
         return None if result == self.ffi.NULL else self.ffi.string(result).decode("utf-8", "replace")
 
-    def _raise_status(self, code: int) -> None:
-        message = ""
-        if self.error_message is not None:
-            message = self.error_message()
+    def raise_status(self, code: int) -> None:
+        message = self.error_message() if self.error_message is not None else ""
         raise error_for_status(int(code), self.name, message or f"{self.name}() returned status {code}")
 
-    def _bind_shape(
-        self, p: _Param, shape: tuple[int, ...], env: dict[str, int], origin: dict[str, str]
-    ) -> list[tuple[_Param, tuple[int, ...]]]:
-        assert p.shape is not None
-        if len(shape) != len(p.shape):
-            dims = ", ".join(str(d) for d in p.shape)
-            raise ShapeError(
-                f"{self._where(p)} must have {len(p.shape)} dimension(s) [{dims}], got shape {tuple(shape)}"
-            )
-        deferred = False
-        for axis, (d, size) in enumerate(zip(p.shape, shape)):
-            if not d.symbols:
-                if size != d.factor:
-                    raise ShapeError(f"{self._where(p)}: dimension {axis} must be {d.factor}, got {size} (shape {tuple(shape)})")
-                continue
-            if len(d.symbols) == 1:
-                sym = d.symbols[0]
-                if sym in env:
-                    if env[sym] * d.factor != size:
-                        want = f"{sym} = {env[sym]}" if d.factor == 1 else f"{d} = {env[sym] * d.factor}"
-                        raise ShapeError(
-                            f"{self._where(p)}: dimension {axis} ({d}) is {size}, but {want} "
-                            f"from {origin[sym]} (shape {tuple(shape)})"
-                        )
-                    continue
-                if size % d.factor:
-                    raise ShapeError(f"{self._where(p)}: dimension {axis} ({d}) must be a multiple of {d.factor}, got {size}")
-                value = size // d.factor
-                env[sym] = value
-                origin[sym] = f"argument '{p.name}'"
-            else:
-                deferred = True
-        return [(p, shape)] if deferred else []
+    def kernel(
+        self, hidden: Mapping[str, Callable[[], Any]] | None = None, grad_guard: Callable[..., None] | None = None
+    ) -> Callable[..., Any]:
+        """The body of an operator (see :func:`tensor_kernel`)."""
+        fn = _Gen(self, "kernel", hidden, grad_guard).generate_kernel()
+        fn.__qualname__ = fn.__name__ = self.name
+        return fn
 
-    def _check_products(self, p: _Param, shape: tuple[int, ...], env: dict[str, int]) -> None:
-        assert p.shape is not None
-        for axis, (d, size) in enumerate(zip(p.shape, shape)):
-            if len(d.symbols) > 1:
-                want = self._eval_dim(p, d, env)
-                if want != size:
-                    raise ShapeError(f"{self._where(p)}: dimension {axis} ({d}) must be {want}, got {size}")
-
-    def _eval_dim(self, p: _Param, d: Dim, env: dict[str, int]) -> int:
-        value = d.factor
-        for sym in d.symbols:
-            if sym not in env:
-                raise ShapeError(f"{self.name}(): size '{sym}' of argument '{p.name}' is unknown: pass {sym}=...")
-            value *= env[sym]
-        return value
-
-    def _eval_fill(self, p: _Param, env: dict[str, int], given: dict[str, Any]) -> int:
-        fill = p.fill
-        assert fill is not None
-        if fill.numel_of is not None:
-            arr = given.get(fill.numel_of)
-            if isinstance(arr, strided):
-                arr = arr.obj
-            if arr is None:
-                raise ShapeError(f"{self._where(p)}: numel({fill.numel_of}) of a missing argument")
-            return int(np.prod(arr.shape, dtype=np.int64)) if isinstance(arr, _ndarray) else int(arr.numel())
-        assert fill.dim is not None
-        return self._eval_dim(p, fill.dim, env)
-
-    def _as_size(self, p: _Param, v: Any) -> int:
-        """A length passed for a filled-in parameter: an integer (not a bool, not a float
-        equal to one), >= 0, that fits the parameter's C type (checked before anything
-        is allocated from it)."""
-        i = None if _is_bool(v) else _integer(v)
-        if i is None:
-            raise ArgumentTypeError(f"{self._where(p)} ({p.ctype}) expects an integer, got {type(v).__name__} {v!r}")
-        if i < 0:
-            raise ShapeError(f"{self._where(p)} is a size and must be >= 0, got {i}")
-        return self._check_int(p, i)
-
-    def _as_size_named(self, sym: str, v: Any) -> int:
-        i = None if _is_bool(v) else _integer(v)
-        if i is None or not 0 <= i <= _MAX_SIZE:
-            raise ShapeError(f"{self.name}(): {sym}= must be an integer in [0, {_MAX_SIZE}], got {v!r}")
-        return i
-
-    def _check_int(self, p: _Param, v: Any) -> Any:
-        if p.int_range is None:
-            return v
-        return _checked_int(v, self._where(p), p.ctype, p.int_range)
-
-    def _check_float(self, p: _Param, v: Any) -> None:
-        """cffi converts a float argument with ``__float__``, which may raise anything
-        (a 2-element tensor: ValueError); check it here so the error names ``p``."""
-        try:
-            if isinstance(v, (str, bytes, bytearray)):  # float("3") parses; C takes no strings
-                raise TypeError
-            float(v)
-        except OverflowError:
-            raise ArgumentOverflowError(f"{self._where(p)} ({p.ctype}) cannot hold {v!r}: it is out of range") from None
-        except Exception:
-            raise ArgumentTypeError(f"{self._where(p)} ({p.ctype}) expects a number, got {type(v).__name__}") from None
-
-    def _explain_call_error(self, exc: Exception, cargs: list[Any]) -> Exception:
-        for p in self.params:
-            if p.kind != "scalar":
-                continue
-            v = cargs[p.index]
-            if p.int_range is not None:
-                if not isinstance(v, (int, np.integer)):
-                    return ArgumentTypeError(f"{self._where(p)} ({p.ctype}) expects an integer, got {type(v).__name__} {v!r}")
-                try:
-                    self._check_int(p, v)
-                except ArgumentOverflowError as err:
-                    return err
-            elif not isinstance(v, (float, np.floating)):
-                try:
-                    self._check_float(p, v)
-                except (ArgumentOverflowError, ArgumentTypeError) as err:
-                    return err
-        cls = ArgumentOverflowError if isinstance(exc, OverflowError) else ArgumentTypeError
-        return cls(f"{self.name}(): {exc}")
-
-
-# --------------------------------------------------------------------------- #
-# Tensor kernels: the bound function as the body of a PyTorch operator          #
-# --------------------------------------------------------------------------- #
-
-
-@dataclass(frozen=True)
-class TensorArg:
-    """One argument of a bound function seen as an operator (in schema order).
-
-    ``kind``: ``"tensor"`` (an array parameter), ``"float"``, ``"int"``, ``"bool"``
-    (scalar parameters) or ``"size"`` (a size the caller gives because no input
-    array fixes it: an ``out`` array's symbol).
-    """
-
-    name: str
-    kind: str
-    dtype: str | None = None  # tensors: canonical dtype name ("any" for void *)
-    mutated: bool = False  # tensors: C writes it (contract role inout)
-    optional: bool = False  # tensors: may be None (passed to C as NULL)
-    shape: tuple[Dim, ...] | None = None  # tensors: the contract's shape, if any
-
-
-@dataclass(frozen=True)
-class TensorOutput:
-    """One result of a bound function seen as an operator: an ``out`` array (with its
-    contract shape) or, for ``return: value`` functions, the C result as a 0-dim tensor."""
-
-    name: str
-    dtype: str
-    shape: tuple[Dim, ...]  # () for the C result (named "return")
-
-
-def _scalar_kind(ct: Any) -> str | None:
-    if ct.is_float:
-        return "float"
-    if ct.is_integer:
-        return "bool" if ct.resolved in ("_Bool", "bool") or ct.base == "bool" else "int"
-    return None
-
-
-def tensor_signature(
-    bound: BoundFunction, hidden: Collection[str] = ()
-) -> tuple[list[TensorArg], list[TensorOutput]]:
-    """The arguments and results of ``bound`` as an operator on tensors.
-
-    Arguments, in declaration order: every array that is not ``out`` (inout arrays
-    are ``mutated``) and every scalar the contract does not fill in; then the sizes
-    that no input array fixes. ``out`` arrays become results, followed by the C
-    result (named ``"return"``) for ``return: value`` functions. Parameters named in
-    ``hidden`` are left out: the caller supplies them another way (a thread count,
-    NULL for a progress callback and its handle).
-    Raises :class:`ContractError` for what an operator cannot take (strings,
-    structs, function pointers, out arrays of unknown shape).
-    """
-    hidden = set(hidden)
-    unknown = hidden - {p.name for p in bound.params}
-    if unknown:
-        raise ContractError(f"{bound.name}: hidden names no parameter: {', '.join(sorted(unknown))}")
-    fixed_by_inputs: set[str] = set()
-    for p in bound.params:
-        if p.kind == "array" and p.role != "out" and p.shape is not None and not p.optional:
-            for d in p.shape:
-                fixed_by_inputs.update(d.symbols)
-    args: list[TensorArg] = []
-    outs: list[TensorOutput] = []
-    for p in bound.params:
-        ct = bound.decl.params[p.index].type
-        if p.name in hidden:
-            if p.fill is not None or p.role == "out":
-                raise ContractError(f"{bound.name}: '{p.name}' is filled in by the contract; it cannot be hidden")
-            continue
-        if p.kind == "array":
-            if p.role == "out":
-                assert p.dtype is not None and p.shape is not None
-                outs.append(TensorOutput(p.name, p.dtype, p.shape))
-            else:
-                args.append(TensorArg(p.pyname, "tensor", p.dtype, p.role == "inout", p.optional, p.shape))
-        elif p.kind == "scalar":
-            fill = p.fill
-            if fill is not None:
-                own = fill.dim is not None and fill.dim.symbols == (p.name,) and fill.dim.factor == 1
-                if own and p.name not in fixed_by_inputs:
-                    args.append(TensorArg(p.pyname, "size"))
-                continue
-            kind = _scalar_kind(ct)
-            if kind is None:
-                raise ContractError(f"{bound.name}: scalar '{p.name}' ({ct.text}) cannot be an operator argument")
-            args.append(TensorArg(p.pyname, kind))
-        else:
-            raise ContractError(
-                f"{bound.name}: '{p.name}' ({p.ctype}) cannot be an operator argument: operators take "
-                f"tensors and numbers only (wrap the function in Python and use tensorffi.ops.define)"
-            )
-    args += [TensorArg(sym, "size") for sym in bound.free_symbols]
-    if bound.returns == "value":
-        res = bound.decl.result
-        dtype = _SIZED_DTYPES.get(res.base) or ELEMENT_DTYPES.get(res.resolved)
-        if res.pointer_depth or dtype in (None, "any"):
-            raise ContractError(
-                f"{bound.name}: its result ({res.text}) cannot be an operator result; declare "
-                f"'return: status' or 'return: none' in its contract"
-            )
-        outs.append(TensorOutput("return", dtype, ()))
-    names = [a.name for a in args]
-    if len(set(names)) != len(names):
-        raise ContractError(f"{bound.name}: argument names repeat as an operator: {names}")
-    return args, outs
-
-
-def _dim_expr(d: Dim) -> str:
-    parts = [f"_y_{s}" for s in d.symbols] + ([str(d.factor)] if d.factor != 1 or not d.symbols else [])
-    return "*".join(parts)
-
-
-def tensor_kernel(
-    bound: BoundFunction,
-    hidden: Mapping[str, Callable[[], Any]] | None = None,
-    *,
-    grad_guard: Callable[..., None] | None = None,
-) -> Callable[..., Any]:
-    """A function that calls ``bound`` on CPU tensors in :func:`tensor_signature` order.
-
-    It is the body of an operator (tensorffi.ops): the dispatcher guarantees CPU
-    tensors, so the generated code checks only dtype, layout and the contract's
-    sizes, allocates the ``out`` tensors and calls C (a few hundred nanoseconds).
-    Anything unusual (a non-contiguous input, a wrong dtype or size, an optional
-    array given, an integer out of range) takes the bridge's general path, which
-    copies or raises the usual errors. Unlike a bound function, it writes tensors
-    that require grad: the operator layer decides (autograd cannot see C, so it
-    refuses such writes while grad mode is on). ``hidden`` maps parameters left out
-    of the signature to functions returning their value at each call.
-    ``grad_guard(*tensor_args)``, if given, is called first whenever grad mode is on
-    and a tensor argument requires grad; it is expected to raise.
-    """
-    hidden = dict(hidden or {})
-    args, outs = tensor_signature(bound, hidden)
-    by_name = {p.name: p for p in bound.params}
-    argnames = [a.name for a in args]
-    ns: dict[str, Any] = {
-        "_c": bound.cfunc,
-        "_cast": bound.ffi.cast,
-        "_NULL": 0 if bound.pointers_as_int else bound.ffi.NULL,
-        "_bump": _increment_version,
-        "_empty": torch.empty,
-        "_slow": _tensor_slow_path(bound, args, outs, hidden),
-    }
-    fallback = f"return _slow({', '.join(argnames)})"
-    body: list[str] = []
-    bound_syms: set[str] = set()
-    deferred: list[tuple[str, int, Dim]] = []
-    arg_of_param = {a.name: a for a in args}
-    pyname_of = {p.name: p.pyname for p in bound.params}
-    tensor_names = [a.name for a in args if a.kind == "tensor"]
-    if grad_guard is not None and tensor_names:
-        ns["_guard"] = grad_guard
-        ns["_ge"] = torch.is_grad_enabled
-        needs = " or ".join(
-            f"({a.name} is not None and {a.name}.requires_grad)" if a.optional else f"{a.name}.requires_grad"
-            for a in args
-            if a.kind == "tensor"
-        )
-        body.append(f"if ({needs}) and _ge(): _guard({', '.join(tensor_names)})")
-
-    for a in args:
-        if a.kind != "tensor":
-            continue
-        v = a.name
-        if a.optional:
-            body.append(f"if {v} is not None: {fallback}")
-            continue
-        conds = [f"{v}.is_contiguous()"]
-        if a.dtype != "any":
-            ns[f"_d_{v}"] = TORCH_DTYPES[a.dtype or "any"]
-            conds.insert(0, f"{v}.dtype is _d_{v}")
-        body.append(f"if not ({' and '.join(conds)}): {fallback}")
-        if a.shape is None:
-            continue
-        body.append(f"_s_{v} = {v}.shape")
-        body.append(f"if len(_s_{v}) != {len(a.shape)}: {fallback}")
-        for axis, d in enumerate(a.shape):
-            size = f"_s_{v}[{axis}]"
-            if not d.symbols:
-                body.append(f"if {size} != {d.factor}: {fallback}")
-            elif len(d.symbols) == 1:
-                sym = d.symbols[0]
-                if sym in bound_syms:
-                    body.append(f"if {size} != {_dim_expr(d)}: {fallback}")
-                elif d.factor == 1:
-                    body.append(f"_y_{sym} = {size}")
-                    bound_syms.add(sym)
-                else:
-                    body.append(f"if {size} % {d.factor}: {fallback}")
-                    body.append(f"_y_{sym} = {size} // {d.factor}")
-                    bound_syms.add(sym)
-            else:
-                deferred.append((v, axis, d))
-    for a in args:
-        if a.kind == "size":
-            body.append(f"if type({a.name}) is not int or {a.name} < 0: {fallback}")
-            body.append(f"_y_{a.name} = {a.name}")
-            bound_syms.add(a.name)
-    for v, axis, d in deferred:
-        missing = set(d.symbols) - bound_syms
-        if missing:
-            body.append(fallback)  # unreachable sizes: let the general path explain
-            break
-        body.append(f"if _s_{v}[{axis}] != {_dim_expr(d)}: {fallback}")
-    for i, o in enumerate(outs):
-        if o.name == "return":
-            continue
-        if any(set(d.symbols) - bound_syms for d in o.shape):
-            body.append(fallback)
-            break
-        ns[f"_od{i}"] = TORCH_DTYPES[o.dtype]
-        dims = ", ".join(_dim_expr(d) for d in o.shape)
-        # torch.empty(d0, d1, dtype=...) parses faster than torch.empty((d0, d1), ...)
-        body.append(f"_o{i} = _empty({dims or '()'}, dtype=_od{i})")
-
-    cargs: list[str] = []
-    out_index = {o.name: i for i, o in enumerate(outs)}
-    for p in bound.params:
-        if p.name in hidden:
-            ns[f"_h_{p.name}"] = hidden[p.name]
-            cargs.append(f"_h_{p.name}()")
-        elif p.kind == "array":
-            ref = f"_o{out_index[p.name]}" if p.role == "out" else p.pyname
-            if arg_of_param.get(p.pyname) is not None and arg_of_param[p.pyname].optional:
-                cargs.append("_NULL")
-            elif bound.pointers_as_int:
-                cargs.append(f"{ref}.data_ptr()")
-            else:
-                ns[f"_ct{p.index}"] = p.ctype
-                cargs.append(f"_cast(_ct{p.index}, {ref}.data_ptr())")
-        elif p.fill is not None:
-            if p.pyname in arg_of_param:
-                cargs.append(p.pyname)
-            elif p.fill.numel_of is not None:
-                src = by_name.get(p.fill.numel_of)
-                if src is None or src.kind != "array" or src.role == "out":
-                    body.append(fallback)
-                    cargs.append("0")
-                else:
-                    cargs.append(f"{pyname_of[src.name]}.numel()")
-            else:
-                assert p.fill.dim is not None
-                if set(p.fill.dim.symbols) - bound_syms:
-                    body.append(fallback)
-                cargs.append(_dim_expr(p.fill.dim))
-        else:
-            cargs.append(p.pyname)
-    body.append("try:")
-    body.append(f"    _r = _c({', '.join(cargs)})")
-    body.append("except (TypeError, OverflowError):")
-    body.append(f"    {fallback}")
-    mutated = [a.name for a in args if a.kind == "tensor" and a.mutated]
-    if mutated:
-        body.append(f"_bump(({', '.join(mutated)},))")
-    if bound.returns == "status":
-        ns["_status"] = bound._raise_status
-        body.append("if _r: _status(_r)")
-    results = [f"_o{i}" for i, o in enumerate(outs) if o.name != "return"]
-    if bound.returns == "value":
-        ns["_tensor"] = torch.tensor
-        ns["_rd"] = TORCH_DTYPES[outs[-1].dtype]
-        results.append("_tensor(_r, dtype=_rd)")
-    if not results:
-        body.append("return None")
-    elif len(results) == 1:
-        body.append(f"return {results[0]}")
-    else:
-        body.append(f"return ({', '.join(results)})")
-    fname = "_tk" + bound._safe_name()
-    # The dispatcher drops trailing arguments equal to their defaults (None for
-    # optional tensors), so those take defaults here.
-    params = list(argnames)
-    for i in range(len(args) - 1, -1, -1):
-        if not args[i].optional:
-            break
-        params[i] += "=None"
-    src = f"def {fname}({', '.join(params)}):\n" + "".join(f"    {line}\n" for line in body)
-    exec(compile(src, f"<tensorffi tensor kernel: {bound.name}>", "exec"), ns)
-    fn = ns[fname]
-    fn.__qualname__ = fn.__name__ = bound.name
-    fn.__tensorffi_source__ = src  # type: ignore[attr-defined]
-    return fn
-
-
-def _tensor_slow_path(
-    bound: BoundFunction, args: list[TensorArg], outs: list[TensorOutput], hidden: Mapping[str, Callable[[], Any]]
-) -> Callable[..., Any]:
-    """The general path of a tensor kernel: the bridge's checked call, with written
-    tensors detached (same memory and version counter; the operator layer has
-    already decided that the write is allowed)."""
-    pos = {a.name: i for i, a in enumerate(args)}
-    value_result = bound.returns == "value"
-    result_dtype = TORCH_DTYPES[outs[-1].dtype] if value_result else None
-
-    def slow(*values: Any) -> Any:
-        given: list[Any] = []
-        for p in bound.params:
-            if p.name in hidden:
-                given.append(hidden[p.name]())
-            elif p.pyname in pos:
-                v = values[pos[p.pyname]]
-                if p.kind == "array" and p.written and isinstance(v, _Tensor) and v.requires_grad:
-                    v = v.detach()
-                given.append(v)
-            else:
-                given.append(None)
-        given += [values[pos[s]] for s in bound.free_symbols]
-        result = bound._call_slow(*given)
-        if not value_result:
-            return result
-        if isinstance(result, tuple):
-            return (*result[1:], torch.tensor(result[0], dtype=result_dtype))
-        return torch.tensor(result, dtype=result_dtype)
-
-    return slow
+    def shape_rule(self, hidden: Mapping[str, Callable[[], Any]] | None = None) -> Callable[..., Any]:
+        """The operator's shape rule (see :func:`shape_rule`)."""
+        fn = _Gen(self, "shape", hidden).generate_shape_rule()
+        fn.__qualname__ = fn.__name__ = self.name + "_shape"
+        return fn
 
 
 def bind_function(
@@ -1242,4 +1657,37 @@ def bind_function(
     return BoundFunction(ffi, cfunc, decl, contract, **options).call
 
 
-__all__ = ["bind_function", "BoundFunction", "TensorArg", "TensorOutput", "tensor_signature", "tensor_kernel", "Struct", "strided", "prepare_array", "TORCH_DTYPES", "NUMPY_DTYPES", "NativeError"]
+def tensor_signature(bound: BoundFunction, hidden: Any = ()) -> tuple[list[OpArg], list[OpOutput]]:
+    """The arguments and results of ``bound`` as an operator (see :func:`tensorffi.plan.operator_signature`)."""
+    return operator_signature(bound.plan, hidden)
+
+
+def tensor_kernel(
+    bound: BoundFunction,
+    hidden: Mapping[str, Callable[[], Any]] | None = None,
+    *,
+    grad_guard: Callable[..., None] | None = None,
+) -> Callable[..., Any]:
+    """A function that calls ``bound`` on CPU tensors in :func:`tensor_signature` order.
+
+    It is the body of an operator (tensorffi.ops), generated from the same plan as
+    the direct call: the dispatcher guarantees CPU tensors, so it checks dtype,
+    layout, storage and the contract's sizes, allocates the ``out`` tensors and calls
+    C. Unlike a bound function, it writes tensors that require grad: the operator
+    layer decides (autograd cannot see C, so it refuses such writes while grad mode
+    is on). ``hidden`` maps parameters left out of the signature to functions
+    returning their value at each call. ``grad_guard(*tensor_args)``, if given, is
+    called first whenever grad mode is on and a tensor argument requires grad.
+    """
+    return bound.kernel(hidden, grad_guard)
+
+
+def shape_rule(bound: BoundFunction, hidden: Mapping[str, Callable[[], Any]] | None = None) -> Callable[..., Any]:
+    """The shape rule (fake/meta kernel) of :func:`tensor_kernel`, from the same plan."""
+    return bound.shape_rule(hidden)
+
+
+__all__ = [
+    "bind_function", "BoundFunction", "tensor_signature", "tensor_kernel", "shape_rule", "Struct", "strided",
+    "prepare_array", "TORCH_DTYPES", "NUMPY_DTYPES", "NativeError", "ContractError",
+]

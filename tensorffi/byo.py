@@ -30,7 +30,7 @@ import cffi
 from ._decl import CFunction, parse_declarations
 from ._version import __version__
 from .errors import BuildError
-from .library import SHIM_PREFIX, Library, has_array_params
+from .library import SHIM_PREFIX, Library, check_contracts, has_array_params
 
 
 def _shim_param(p: Any, i: int) -> tuple[str, str]:
@@ -82,6 +82,7 @@ def load(
     >>> m.ldexp(1.5, 10)
     1536.0
     """
+    check_contracts(contracts)
     path = os.fspath(library)
     ffi = cffi.FFI()
     ffi.cdef(cdef)
@@ -182,6 +183,7 @@ def compile(
     """
     if not name.isidentifier():
         raise BuildError(f"module name must be a Python identifier, got {name!r}")
+    check_contracts(contracts)
     decls = parse_declarations(cdef)
     to_shim = [d for d in decls.functions.values() if has_array_params(d) and not d.variadic]
     shims = [shim_declarations(d) for d in to_shim]

@@ -15,10 +15,16 @@ Clauses:
     the caller's kind: torch in, torch out) unless the caller passes one as a
     keyword argument, and are returned. Add ``?`` (``in? [n]``) for a parameter that
     may be ``None`` (passed to C as NULL).
+``NAME: ?`` (or ``NAME: in?``)
+    pointer parameter ``NAME`` (a string, a struct, an array without a declared
+    shape) may be ``None``, passed to C as NULL. Without it, ``None`` is refused:
+    most C functions do not expect NULL.
 ``PARAM = EXPR``
     integer parameter ``PARAM`` is filled in by the bridge. ``EXPR`` is a product of
     symbols and integers (``n``, ``b*n``, ``3*n``) or ``numel(NAME)``. A caller may
-    still pass it by keyword; it is then checked.
+    still pass it; it is then checked. If ``PARAM`` is also a symbol of the shapes,
+    the clause defines that symbol (``n = b*m`` makes ``y: out [n]`` hold ``b*m``
+    elements); a definition that depends on itself is refused.
 ``return: status|value|none``
     ``status``: a non-zero result is an error (raised as an exception); ``value``:
     the result is returned; ``none``: it is ignored.
@@ -39,6 +45,7 @@ RETURNS = ("status", "value", "none")
 
 _IDENT = r"[A-Za-z_]\w*"
 _ARRAY = re.compile(rf"^({_IDENT})\s*:\s*(?:(in|out|inout)(\?)?)?\s*(\?)?\s*\[(.*)\]$")
+_OPTIONAL = re.compile(rf"^({_IDENT})\s*:\s*(?:in\s*\?|\?|optional)$")
 _FILL = re.compile(rf"^({_IDENT})\s*=\s*(.+)$")
 _RETURN = re.compile(r"^(?:return|->)\s*:?\s*(\w+)$")
 
@@ -59,8 +66,9 @@ class Dim:
 class ArraySpec:
     name: str
     role: str | None  # None: from the declaration
-    shape: tuple[Dim, ...]
+    shape: tuple[Dim, ...] | None  # None: no shape declared (``NAME: ?``)
     optional: bool = False
+    clause: str = field(default="", compare=False)  # the text it came from, for errors
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,7 @@ class Fill:
     param: str
     dim: Dim | None = None
     numel_of: str | None = None
+    clause: str = field(default="", compare=False)
 
 
 @dataclass
@@ -83,7 +92,7 @@ class Contract:
     def symbols(self) -> set[str]:
         out: set[str] = set()
         for spec in self.arrays.values():
-            for d in spec.shape:
+            for d in spec.shape or ():
                 out.update(d.symbols)
         for fill in self.fills.values():
             if fill.dim is not None:
@@ -105,6 +114,8 @@ def _parse_dim(text: str, where: str) -> Dim:
             symbols.append(part)
         else:
             raise ContractError(f"{where}: cannot read dimension {text!r} (use symbols, integers and '*')")
+    if factor == 0 and symbols:
+        raise ContractError(f"{where}: dimension {text!r} is always 0; write 0 if that is meant")
     return Dim(tuple(symbols), factor)
 
 
@@ -130,17 +141,26 @@ def parse_contract(text: str | None) -> Contract:
             shape = tuple(_parse_dim(d, where) for d in dims.split(",")) if dims.strip() else ()
             if name in contract.arrays:
                 raise ContractError(f"{where}: {name!r} is described twice")
-            contract.arrays[name] = ArraySpec(name, role, shape, bool(opt1 or opt2))
+            contract.arrays[name] = ArraySpec(name, role, shape, bool(opt1 or opt2), clause)
+            continue
+        m = _OPTIONAL.match(clause)
+        if m:
+            name = m.group(1)
+            if name in contract.arrays:
+                raise ContractError(f"{where}: {name!r} is described twice")
+            contract.arrays[name] = ArraySpec(name, None, None, True, clause)
             continue
         m = _FILL.match(clause)
         if m:
             param, expr = m.groups()
             expr = expr.strip()
             nm = re.fullmatch(rf"numel\(\s*({_IDENT})\s*\)", expr)
-            fill = Fill(param, numel_of=nm.group(1)) if nm else Fill(param, dim=_parse_dim(expr, where))
+            fill = Fill(param, numel_of=nm.group(1), clause=clause) if nm else Fill(param, dim=_parse_dim(expr, where), clause=clause)
+            if param in contract.fills:
+                raise ContractError(f"{where}: {param!r} is filled in twice")
             contract.fills[param] = fill
             continue
         raise ContractError(
-            f"{where}: expected 'NAME: [dims]', 'NAME: out [dims]', 'PARAM = EXPR' or 'return: status'"
+            f"{where}: expected 'NAME: [dims]', 'NAME: out [dims]', 'NAME: ?', 'PARAM = EXPR' or 'return: status'"
         )
     return contract

@@ -7,13 +7,17 @@ from typing import Any
 
 from ._callbacks import CallbackScope
 from ._lib import DECLS, ffi, last_error, lib, native
+from ._shims import SHIM_PREFIX
 from ._version import __version__
 from .bridge import Struct
 from .library import Library
 
 #: The native library's functions bound through the bridge without contracts
 #: (``int`` results are statuses). Kernel modules bind with contracts instead.
-raw = Library(ffi, lib, DECLS, default_returns="status", error_message=last_error, description="tensorffi._native")
+raw = Library(
+    ffi, lib, DECLS, default_returns="status", error_message=last_error, description="tensorffi._native",
+    shim_lookup=lambda name: getattr(lib, SHIM_PREFIX + name, None),
+)
 
 # The process-wide thread count: set_num_threads(), else computed once from
 # $TENSORFFI_NUM_THREADS or the CPUs this process may use. A forked child recomputes

@@ -41,6 +41,10 @@ class ArgumentOverflowError(TensorFFIError, OverflowError):
     """A Python integer does not fit the C integer type of its parameter."""
 
 
+class AllocationError(TensorFFIError, MemoryError):
+    """An output the bridge allocates for a call does not fit in memory."""
+
+
 class ContractError(TensorFFIError, ValueError):
     """A contract string is malformed or does not match the C declaration."""
 
@@ -107,33 +111,32 @@ class ParseError(NativeError, ValueError):
         self.text = text
 
 
-# TF_E* status code -> exception class (codes from csrc/tensorffi.h).
-CODE_CLASSES: dict[int, type[NativeError]] = {
-    -1: InvalidArgumentError,
-    -2: NativeShapeError,
-    -3: NativeTypeError,
-    -4: NativeMemoryError,
-    -5: ParseError,
-    -6: NativeOverflowError,
-    -7: CancelledError,
-    -8: NativeError,
-    -9: NativeIOError,
-    -10: NativeError,
+#: TF_E* status name -> exception class. The numbers come from the native module
+#: (csrc/tensorffi.h) when it is loaded (:func:`register_codes`), never from Python.
+CLASS_OF_NAME: dict[str, type[NativeError]] = {
+    "TF_EINVAL": InvalidArgumentError,
+    "TF_ESHAPE": NativeShapeError,
+    "TF_ETYPE": NativeTypeError,
+    "TF_ENOMEM": NativeMemoryError,
+    "TF_EPARSE": ParseError,
+    "TF_EOVERFLOW": NativeOverflowError,
+    "TF_EINTERRUPTED": CancelledError,
+    "TF_ECALLBACK": NativeError,
+    "TF_EIO": NativeIOError,
+    "TF_EINTERNAL": NativeError,
 }
 
-CODE_NAMES = {
-    0: "TF_OK",
-    -1: "TF_EINVAL",
-    -2: "TF_ESHAPE",
-    -3: "TF_ETYPE",
-    -4: "TF_ENOMEM",
-    -5: "TF_EPARSE",
-    -6: "TF_EOVERFLOW",
-    -7: "TF_EINTERRUPTED",
-    -8: "TF_ECALLBACK",
-    -9: "TF_EIO",
-    -10: "TF_EINTERNAL",
-}
+#: status code -> exception class, and -> its TF_E* name (filled by register_codes)
+CODE_CLASSES: dict[int, type[NativeError]] = {}
+CODE_NAMES: dict[int, str] = {}
+
+
+def register_codes(codes: dict[str, int]) -> None:
+    """Record the native module's status codes (``{"TF_EINVAL": -1, ...}``)."""
+    for name, code in codes.items():
+        CODE_NAMES[code] = name
+        if name in CLASS_OF_NAME:
+            CODE_CLASSES[code] = CLASS_OF_NAME[name]
 
 
 def error_for_status(code: int, function: str, message: str = "") -> NativeError:
@@ -148,4 +151,4 @@ __all__ = [
     name
     for name, obj in list(globals().items())
     if isinstance(obj, type) and issubclass(obj, Exception)
-] + ["error_for_status", "CODE_CLASSES", "CODE_NAMES"]
+] + ["error_for_status", "register_codes", "CODE_CLASSES", "CODE_NAMES", "CLASS_OF_NAME"]

@@ -9,11 +9,20 @@ from .bridge import BoundFunction, Struct
 from .contract import parse_contract
 from .errors import ContractError
 
-SHIM_PREFIX = "_tfs_"
+from ._shims import SHIM_PREFIX, has_array_params  # noqa: F401 (re-exported for byo)
 
 
-def has_array_params(decl: Any) -> bool:
-    return any(p.type.shimmable for p in decl.params)
+def check_contracts(contracts: Any) -> None:
+    """``contracts`` must be None or a mapping of function names to contract strings."""
+    if contracts is None:
+        return
+    if not isinstance(contracts, Mapping):
+        raise ContractError(
+            f"contracts must be a mapping of function names to contract strings, got {type(contracts).__name__}"
+        )
+    for fname, text in contracts.items():
+        if not isinstance(text, str):
+            raise ContractError(f"the contract of {fname!r} must be a string, got {type(text).__name__}")
 
 
 class Library:
@@ -41,12 +50,13 @@ class Library:
         self.raw = raw
         self.declarations = decls
         self._shim_lookup = shim_lookup
-        self._contracts = dict(contracts or {})
+        self._contracts = dict(contracts) if isinstance(contracts, Mapping) else {}
         self._default_returns = default_returns
         self._error_message = error_message
         self._reopen = reopen
         self._description = description
         self._bound: dict[str, Callable[..., Any]] = {}
+        check_contracts(contracts)
         unknown = set(self._contracts) - set(decls.functions)
         if unknown:
             raise ContractError(f"contracts name functions that are not declared: {', '.join(sorted(unknown))}")
@@ -59,7 +69,9 @@ class Library:
         # A shim is the same function with its array pointers taken as intptr_t, so the
         # bridge passes data_ptr() integers and skips one ffi.cast per pointer.
         use_shim = self._shim_lookup is not None and has_array_params(decl) and not decl.variadic
-        cfunc = self._shim_lookup(name) if use_shim else getattr(self.raw, name)
+        cfunc = self._shim_lookup(name) if use_shim else None  # type: ignore[misc]
+        if cfunc is None:  # no shim for this one (e.g. an extern "Python" callback)
+            use_shim, cfunc = False, getattr(self.raw, name)
         bound = BoundFunction(
             self.ffi,
             cfunc,

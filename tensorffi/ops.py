@@ -78,8 +78,9 @@ import numpy as np
 import torch
 
 from . import _lib
-from .bridge import TORCH_DTYPES, BoundFunction, TensorArg, TensorOutput, tensor_kernel, tensor_signature
-from .contract import Dim
+from . import _codegen
+from .bridge import TORCH_DTYPES, BoundFunction, shape_rule, tensor_kernel, tensor_signature
+from .plan import OpArg, OpOutput
 from .errors import ArgumentTypeError, ContractError, DTypeError, ShapeError, WritabilityError
 
 __all__ = ["Operator", "register", "define", "get", "operators"]
@@ -238,8 +239,7 @@ def _signature(args: list[_SchemaArg]) -> tuple[str, str]:
 
 
 def _exec(name: str, src: str, ns: dict[str, Any]) -> Callable[..., Any]:
-    exec(compile(src, f"<tensorffi.ops: {name}>", "exec"), ns)
-    return ns["_f"]
+    return _codegen.build(src, ns, function="_f", label=f"operator: {name}")
 
 
 def define(
@@ -451,11 +451,11 @@ def _bound(fn: Any) -> BoundFunction:
     return bf
 
 
-def _arg_key(a: TensorArg) -> tuple[Any, ...]:
+def _arg_key(a: OpArg) -> tuple[Any, ...]:
     return (a.name, a.kind, a.mutated, a.optional, a.shape)
 
 
-def _trailing_optional(args: list[TensorArg]) -> int:
+def _trailing_optional(args: list[OpArg]) -> int:
     """Index where the trailing run of optional tensors starts (they default to None)."""
     i = len(args)
     while i > 0 and args[i - 1].optional:
@@ -463,7 +463,7 @@ def _trailing_optional(args: list[TensorArg]) -> int:
     return i
 
 
-def _schema_text(qualname: str, args: list[TensorArg], outs: list[TensorOutput]) -> str:
+def _schema_text(qualname: str, args: list[OpArg], outs: list[OpOutput]) -> str:
     parts = []
     alias = iter("abcdefghijklmnopqrstuvwxyz")
     trailing = _trailing_optional(args)
@@ -526,8 +526,7 @@ def register(
     args, outs = tensor_signature(bounds[0], hidden_fns)
     first = next((i for i, a in enumerate(args) if a.kind == "tensor" and not a.optional), None)
     kernels: dict[torch.dtype, Callable[..., Any]] = {}
-    shapes: dict[torch.dtype, list[TensorOutput]] = {}
-    arg_dtypes: dict[torch.dtype, list[TensorArg]] = {}
+    rules: dict[torch.dtype, Callable[..., Any]] = {}
     for bf in bounds:
         a2, o2 = tensor_signature(bf, hidden_fns)
         if [_arg_key(a) for a in a2] != [_arg_key(a) for a in args] or len(o2) != len(outs):
@@ -542,15 +541,14 @@ def register(
                 raise ContractError(f"{name}: variants must differ in the dtype of argument '{args[first].name}'")
         guard = _refuser(name, [a.name for a in args if a.kind == "tensor"]) if any(a.mutated for a in args) else None
         kernels[key] = tensor_kernel(bf, hidden_fns, grad_guard=guard)  # type: ignore[index]
-        shapes[key] = o2  # type: ignore[index]
-        arg_dtypes[key] = a2  # type: ignore[index]
+        rules[key] = shape_rule(bf, hidden_fns)  # type: ignore[index]
     schema = _schema_text(name, args, outs)
 
     if len(kernels) == 1:
         impl = next(iter(kernels.values()))
     else:
         impl = _dtype_dispatch(name, args, first, kernels)  # type: ignore[arg-type]
-    shape_rule = fake or _derived_fake(name, args, first, shapes, arg_dtypes)
+    rule = fake or _derived_fake(name, args, first, rules)
 
     backward_op = None
     if backward is not None and any(a.mutated for a in args):
@@ -558,13 +556,13 @@ def register(
     if backward is not None and setup_context is None:
         backward_op, setup_context, backward = _c_backward(name, args, outs, backward, hidden_fns)
     return define(
-        schema, impl, fake=shape_rule, backward=backward, setup_context=setup_context,
+        schema, impl, fake=rule, backward=backward, setup_context=setup_context,
         _backward_op=backward_op, _guarded=True,
     )
 
 
 def _dtype_dispatch(
-    name: str, args: list[TensorArg], first: int, kernels: dict[torch.dtype, Callable[..., Any]]
+    name: str, args: list[OpArg], first: int, kernels: dict[torch.dtype, Callable[..., Any]]
 ) -> Callable[..., Any]:
     trailing = _trailing_optional(args)
     params = ", ".join(a.name + ("=None" if i >= trailing else "") for i, a in enumerate(args))
@@ -587,85 +585,31 @@ def _dtype_dispatch(
 
 def _derived_fake(
     name: str,
-    args: list[TensorArg],
+    args: list[OpArg],
     first: int | None,
-    shapes: dict[Any, list[TensorOutput]],
-    arg_dtypes: dict[Any, list[TensorArg]],
+    rules: dict[Any, Callable[..., Any]],
 ) -> Callable[..., Any]:
-    """The shape rule from the contract: checks ranks, sizes and dtypes the way the
-    bridge does and returns empty outputs. It reads only shapes (SymInts under
-    dynamic shapes) and dtypes; never data."""
-
-    def check(size: Any, want: Any, what: Callable[[], str]) -> None:
-        if isinstance(size, int) and isinstance(want, int):
-            if size != want:
-                raise ShapeError(what())
-        else:
-            torch._check(size == want, what)
+    """The shape rule: the variant's rule generated from its plan (tensorffi.bridge),
+    chosen by the dtype of the first tensor argument as the kernels are."""
+    if len(rules) == 1:
+        return next(iter(rules.values()))
+    assert first is not None
+    x = args[first].name
+    allowed = ", ".join(str(d) for d in rules)
 
     def rule(*values: Any) -> Any:
-        key = None
-        if first is not None:
-            key = values[first].dtype
-            if key not in shapes:
-                allowed = ", ".join(str(d) for d in shapes)
-                raise DTypeError(f"{name}(): argument '{args[first].name}' must have dtype {allowed}, got {key}")
-        device = torch.device("cpu")
-        env: dict[str, Any] = {}
-        deferred = []
-        for a, v in zip(arg_dtypes[key], values):
-            if a.kind == "size":
-                env[a.name] = v
-                continue
-            if a.kind != "tensor" or v is None:
-                continue
-            device = v.device
-            if a.dtype != "any" and v.dtype is not TORCH_DTYPES[a.dtype or "any"]:
-                raise DTypeError(f"{name}(): argument '{a.name}' expects dtype {TORCH_DTYPES[a.dtype or 'any']}, got {v.dtype}")
-            if a.shape is None:
-                continue
-            if v.dim() != len(a.shape):
-                dims = ", ".join(str(d) for d in a.shape)
-                raise ShapeError(f"{name}(): argument '{a.name}' must have {len(a.shape)} dimension(s) [{dims}], got {v.dim()}")
-            for axis, d in enumerate(a.shape):
-                size = v.shape[axis]
-                where = lambda a=a, axis=axis, d=d: f"{name}(): argument '{a.name}': dimension {axis} ({d}) does not match"  # noqa: E731
-                if not d.symbols:
-                    check(size, d.factor, where)
-                elif len(d.symbols) == 1:
-                    sym = d.symbols[0]
-                    if sym in env:
-                        check(size, env[sym] * d.factor, where)
-                    else:
-                        if d.factor != 1:
-                            check(size % d.factor, 0, where)
-                        env[sym] = size // d.factor if d.factor != 1 else size
-                else:
-                    deferred.append((size, d, where))
-        for size, d, where in deferred:
-            check(size, _eval(d, env), where)
-        results = []
-        for o in shapes[key]:
-            shape = tuple(_eval(d, env) for d in o.shape)
-            results.append(torch.empty(shape, dtype=TORCH_DTYPES[o.dtype], device=device))
-        if not results:
-            return None
-        return results[0] if len(results) == 1 else tuple(results)
+        r = rules.get(values[first].dtype)
+        if r is None:
+            raise DTypeError(f"{name}(): argument '{x}' must have dtype {allowed}, got {values[first].dtype}")
+        return r(*values)
 
     return rule
 
 
-def _eval(d: Dim, env: dict[str, Any]) -> Any:
-    value: Any = d.factor
-    for sym in d.symbols:
-        value = value * env[sym]
-    return value
-
-
 def _c_backward(
     name: str,
-    args: list[TensorArg],
-    outs: list[TensorOutput],
+    args: list[OpArg],
+    outs: list[OpOutput],
     backward: Any,
     hidden: Mapping[str, Callable[[], Any]],
 ) -> tuple[Operator, Callable[..., Any], Callable[..., Any]]:

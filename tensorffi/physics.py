@@ -24,41 +24,33 @@ from __future__ import annotations
 
 import csv
 import math
-import operator
 import time
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Union
+from typing import Any, Callable, NamedTuple, Union
 
 import numpy as np
 import torch
 
 from ._callbacks import CallbackScope
-from ._lib import native
+from ._kernels import check_int, check_real, constants, describe, kind_of, variants
 from .core import resolve_threads, struct
 from .errors import ArgumentTypeError, DTypeError, ShapeError
 
+__all__ = ["nbody", "nbody_", "energy", "momentum", "jovian_system", "METHODS", "SOLAR_MASS", "DAYS_PER_YEAR"]
+
 Array = Union[torch.Tensor, np.ndarray]
 
-#: Integration methods and their codes in ``tf_physics_params.method``.
-METHODS = {"leapfrog": 0, "symplectic_euler": 1}
+#: Integration methods and their codes in ``tf_physics_params.method`` (TF_PHYSICS_*).
+METHODS = constants("TF_PHYSICS_")
 
 _NBODY = "pos: inout [b, n, 3]; vel: inout [b, n, 3]; mass: [b, n]; traj: out [b, frames, n, 3]"
 _ENERGY = "pos: [b, n, 3]; vel: [b, n, 3]; mass: [b, n]; out: out [b]"
 _MOMENTUM = "vel: [b, n, 3]; mass: [b, n]; out: out [b, 3]"
 
-_nbody_fn = {
-    "float32": native("tf_physics_nbody_f32", _NBODY),
-    "float64": native("tf_physics_nbody_f64", _NBODY),
-}
-_energy_fn = {
-    "float32": native("tf_physics_energy_f32", _ENERGY),
-    "float64": native("tf_physics_energy_f64", _ENERGY),
-}
-_momentum_fn = {
-    "float32": native("tf_physics_momentum_f32", _MOMENTUM),
-    "float64": native("tf_physics_momentum_f64", _MOMENTUM),
-}
+_nbody_c = variants("tf_physics_nbody", _NBODY)
+_energy_c = variants("tf_physics_energy", _ENERGY)
+_momentum_c = variants("tf_physics_momentum", _MOMENTUM)
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
@@ -68,41 +60,26 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 # --------------------------------------------------------------------------- #
 
 
-def _kind(x: Any) -> str | None:
-    if isinstance(x, torch.Tensor):
-        return "torch"
-    if isinstance(x, np.ndarray):
-        return "numpy"
-    return None
-
-
 def _dtype_name(x: Array) -> str:
     return str(x.dtype).removeprefix("torch.")
-
-
-def _describe(x: Any) -> str:
-    kind = _kind(x)
-    if kind is None:
-        return type(x).__name__
-    return f"{'torch.Tensor' if kind == 'torch' else 'numpy.ndarray'}(dtype={_dtype_name(x)}, shape={tuple(x.shape)})"
 
 
 def _check_arrays(fname: str, arrays: dict[str, Any]) -> tuple[str, str]:
     """Same kind and a float dtype for all; returns (kind, dtype name)."""
     first_name, first = next(iter(arrays.items()))
-    kind = _kind(first)
+    kind = kind_of(first)
     for name, x in arrays.items():
-        k = _kind(x)
+        k = kind_of(x)
         if k is None:
-            raise ArgumentTypeError(f"{fname}(): {name} must be a torch tensor or a NumPy array, got {_describe(x)}")
+            raise ArgumentTypeError(f"{fname}(): {name} must be a torch tensor or a NumPy array, got {describe(x)}")
         if k != kind:
             raise ArgumentTypeError(
                 f"{fname}(): {name} is a {'torch tensor' if k == 'torch' else 'NumPy array'} but {first_name} is "
                 f"a {'torch tensor' if kind == 'torch' else 'NumPy array'}; pass the same kind for all"
             )
     dtype = _dtype_name(first)
-    if dtype not in ("float32", "float64"):
-        raise DTypeError(f"{fname}(): {first_name} must be float32 or float64, got {dtype}")
+    if dtype not in _nbody_c:
+        raise DTypeError(f"{fname}(): {first_name} must be {' or '.join(_nbody_c)}, got {dtype}")
     for name, x in arrays.items():
         if _dtype_name(x) != dtype:
             raise DTypeError(f"{fname}(): {name} has dtype {_dtype_name(x)} but {first_name} has dtype {dtype}; they must match")
@@ -134,53 +111,52 @@ def _batched_mass(mass: Array, b: int, n: int) -> Array:
     return np.broadcast_to(mass.reshape(1, n), (b, n))
 
 
-def _real(fname: str, name: str, value: Any) -> float:
-    if isinstance(value, (bool, str, bytes)):
-        raise ArgumentTypeError(f"{fname}(): {name} must be a real number, got {type(value).__name__} {value!r}")
-    try:
-        return float(value)
-    except Exception:
-        raise ArgumentTypeError(f"{fname}(): {name} must be a real number, got {type(value).__name__}") from None
-
-
-def _integer(fname: str, name: str, value: Any) -> int:
-    if isinstance(value, bool):
-        raise ArgumentTypeError(f"{fname}(): {name} must be an integer, got bool {value!r}")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise ArgumentTypeError(f"{fname}(): {name} must be an integer, got {type(value).__name__} {value!r}") from None
-
-
-def _check_gravity(fname: str, G: Any, softening: Any) -> tuple[float, float]:
-    g = _real(fname, "G", G)
-    if not math.isfinite(g):
-        raise ValueError(f"{fname}(): G must be finite, got {g}")
-    eps = _real(fname, "softening", softening)
-    if not math.isfinite(eps) or eps < 0:
+@lru_cache(maxsize=256, typed=True)
+def _gravity(fname: str, G: Any, softening: Any) -> tuple[float, float]:
+    """(G, softening) checked; cached, so a public call and the operator it makes
+    validate once."""
+    g = check_real(fname, "G", G)
+    eps = check_real(fname, "softening", softening)
+    if eps < 0:
         raise ValueError(f"{fname}(): softening must be finite and >= 0, got {eps}")
     return g, eps
 
 
-def _check_integration(
-    fname: str, dt: Any, steps: Any, G: Any, softening: Any, method: Any, record_every: Any
-) -> tuple[float, int, float, float, int, int]:
-    step = _real(fname, "dt", dt)
-    if not math.isfinite(step) or step == 0.0:
+class _Run(NamedTuple):
+    """The validated integration parameters of one nbody call."""
+
+    params: Any  # the tf_physics_params struct (C only reads it, so equal ones are shared)
+    steps: int
+    record_every: int  # 0: no trajectory
+    frames: int
+
+
+@lru_cache(maxsize=256, typed=True)
+def _integration(fname: str, dt: Any, steps: Any, G: Any, softening: Any, method: Any, record_every: Any) -> _Run:
+    """Check nbody's scalars once (cached: the public function and the operator it
+    calls share the work) and build the parameter struct."""
+    step = check_real(fname, "dt", dt)
+    if step == 0.0:
         raise ValueError(f"{fname}(): dt must be finite and non-zero, got {step}")
-    nsteps = _integer(fname, "steps", steps)
-    if nsteps < 0:
-        raise ValueError(f"{fname}(): steps must be >= 0, got {nsteps}")
-    g, eps = _check_gravity(fname, G, softening)
+    nsteps = check_int(fname, "steps", steps, minimum=0)
+    g, eps = _gravity(fname, G, softening)
     if not isinstance(method, str) or method not in METHODS:
         raise ValueError(f"{fname}(): unknown method {method!r}; expected one of {', '.join(map(repr, METHODS))}")
-    if record_every is None:
-        rec = 0
-    else:
-        rec = _integer(fname, "record_every", record_every)
-        if rec < 1:
-            raise ValueError(f"{fname}(): record_every must be a positive integer or None, got {rec}")
-    return step, nsteps, g, eps, METHODS[method], rec
+    rec = 0 if record_every is None else check_int(fname, "record_every", record_every)
+    if record_every is not None and rec < 1:
+        raise ValueError(f"{fname}(): record_every must be a positive integer or None, got {rec}")
+    params = struct("tf_physics_params", dt=step, G=g, softening=eps, steps=nsteps, record_every=rec,
+                    method=METHODS[method])
+    return _Run(params, nsteps, rec, nsteps // rec if rec else 0)
+
+
+def _hashable(v: Any) -> Any:
+    """Scalars as cache keys (0-d tensors and arrays by value)."""
+    if isinstance(v, (torch.Tensor, np.ndarray)):
+        if v.ndim == 0 and not (isinstance(v, torch.Tensor) and v.requires_grad):
+            return v.item()
+        raise ArgumentTypeError(f"expected a number, got an array of shape {tuple(v.shape)}")
+    return v
 
 
 # --------------------------------------------------------------------------- #
@@ -188,33 +164,13 @@ def _check_integration(
 # --------------------------------------------------------------------------- #
 
 
-@lru_cache(maxsize=64)
-def _params(dt: float, G: float, softening: float, steps: int, record_every: int, method: int) -> Any:
-    """The ``tf_physics_params`` struct (C only reads it, so equal ones are shared)."""
-    return struct("tf_physics_params", dt=dt, G=G, softening=softening, steps=steps, record_every=record_every, method=method)
-
-
-def _run(
-    fname: str,
-    pos: Array,
-    vel: Array,
-    mass: Array,
-    dt: Any,
-    steps: Any,
-    G: Any,
-    softening: Any,
-    method: Any,
-    record_every: Any,
-    progress: Any,
-    threads: int | None,
-    copy: bool,
-) -> tuple[Any, ...]:
-    if (progress is None or progress is False) and _all_tensors(pos, vel, mass):
-        return _run_op(fname, pos, vel, mass, dt, steps, G, softening, method, record_every, threads, copy)
+def _integrate(
+    fname: str, pos: Array, vel: Array, mass: Array, run: _Run, nthreads: int, progress: Any, copy: bool
+) -> tuple[Any, Any, Any]:
+    """The one implementation of nbody/nbody_ (arrays or tensors): ``(pos, vel, traj)``,
+    ``traj`` with 0 frames when not recording."""
     kind, dtype = _check_arrays(fname, {"pos": pos, "vel": vel, "mass": mass})
     batched, b, n = _check_shapes(fname, pos, vel, mass)
-    step, nsteps, g, eps, code, rec = _check_integration(fname, dt, steps, G, softening, method, record_every)
-    nthreads = resolve_threads(threads)
     if copy:
         if kind == "torch":
             pos = pos.detach().clone(memory_format=torch.contiguous_format)
@@ -222,17 +178,44 @@ def _run(
         else:
             pos = np.array(pos, order="C", copy=True)
             vel = np.array(vel, order="C", copy=True)
+    elif kind == "torch":
+        # The grad-mode check is the operator's (tensorffi.ops.define); under no_grad a
+        # tensor that requires grad may be written, as by built-in in-place operators.
+        # detach() shares the version counter, which the bridge bumps.
+        pos, vel = pos.detach(), vel.detach()
     pos3, vel3 = (pos, vel) if batched else (pos[None], vel[None])
     mass2 = _batched_mass(mass if batched else mass[None], b, n)
-    params = _params(step, g, eps, nsteps, rec, code)
-    frames = nsteps // rec if rec else 0
     with CallbackScope(progress, desc=fname, unit="step") as scope:
         traj = scope.call(
-            _nbody_fn[dtype], pos3, vel3, mass2, params, nthreads, scope.fn, scope.handle, frames=frames
+            _nbody_c[dtype], pos3, vel3, mass2, run.params, nthreads, scope.fn, scope.handle, frames=run.frames
         )
-    if rec == 0:
-        return pos, vel
     return pos, vel, (traj if batched else traj[0])
+
+
+def _nbody(
+    fname: str, pos: Array, vel: Array, mass: Array, dt: Any, steps: Any, G: Any, softening: Any, method: Any,
+    record_every: Any, progress: Any, threads: int | None, copy: bool,
+) -> tuple[Any, ...]:
+    """nbody and nbody_: scalars checked once; torch tensors (without progress) go through
+    the operator, so torch.compile traces the call; everything else calls C directly."""
+    if _compiling():
+        # Under torch.compile scalars may be symbolic; the operator's shape rule checks them.
+        rec = 0 if record_every is None else record_every
+    else:
+        run = _integration(fname, _hashable(dt), _hashable(steps), _hashable(G), _hashable(softening), method,
+                           _hashable(record_every))
+        rec = run.record_every
+        nthreads = resolve_threads(threads)
+        if not (_all_tensors(pos, vel, mass) and progress in (None, False)):
+            p, v, traj = _integrate(fname, pos, vel, mass, run, nthreads, progress, copy)
+            return (p, v) if rec == 0 else (p, v, traj)
+        dt, steps, G, softening = float(_hashable(dt)), run.steps, float(_hashable(G)), float(_hashable(softening))
+    kw = dict(dt=dt, steps=steps, G=G, softening=softening, method=method, record_every=rec, threads=threads)
+    if copy:
+        pos, vel, traj = _nbody_op(pos, vel, mass, **kw)
+    else:
+        traj = _nbody_inplace_op(pos, vel, mass, **kw)
+    return (pos, vel) if rec == 0 else (pos, vel, traj)
 
 
 def nbody(
@@ -278,7 +261,7 @@ def nbody(
     >>> traj.shape
     (2, 2, 3)
     """
-    return _run("nbody", pos, vel, mass, dt, steps, G, softening, method, record_every, progress, threads, True)
+    return _nbody("nbody", pos, vel, mass, dt, steps, G, softening, method, record_every, progress, threads, True)
 
 
 def nbody_(
@@ -308,7 +291,7 @@ def nbody_(
     >>> bool(pos[0, 0] < 1.0)
     True
     """
-    return _run("nbody_", pos, vel, mass, dt, steps, G, softening, method, record_every, progress, threads, False)
+    return _nbody("nbody_", pos, vel, mass, dt, steps, G, softening, method, record_every, progress, threads, False)
 
 
 # --------------------------------------------------------------------------- #
@@ -326,16 +309,20 @@ def energy(pos: Array, vel: Array, mass: Array, G: float = 1.0, softening: float
     >>> float(ph.energy(np.array([[0.0, 0, 0], [2.0, 0, 0]]), np.zeros((2, 3)), np.ones(2)))
     -0.5
     """
+    if not _compiling():
+        G, softening = _gravity("energy", _hashable(G), _hashable(softening))
     if _all_tensors(pos, vel, mass):
-        if not _compiling():
-            G, softening = _check_gravity("energy", G, softening)
         return _energy_op(pos, vel, mass, G, softening, threads=threads)
-    kind, dtype = _check_arrays("energy", {"pos": pos, "vel": vel, "mass": mass})
+    return _energy(pos, vel, mass, G, softening, resolve_threads(threads))
+
+
+def _energy(pos: Array, vel: Array, mass: Array, g: float, eps: float, nthreads: int) -> Any:
+    """The one implementation of energy (arrays or tensors; scalars already checked)."""
+    _, dtype = _check_arrays("energy", {"pos": pos, "vel": vel, "mass": mass})
     batched, b, n = _check_shapes("energy", pos, vel, mass)
-    g, eps = _check_gravity("energy", G, softening)
     pos3, vel3 = (pos, vel) if batched else (pos[None], vel[None])
     mass2 = _batched_mass(mass if batched else mass[None], b, n)
-    out = _energy_fn[dtype](pos3, vel3, mass2, g, eps, resolve_threads(threads))
+    out = _energy_c[dtype](pos3, vel3, mass2, g, eps, nthreads)
     return out if batched else out[0]
 
 
@@ -348,11 +335,15 @@ def momentum(vel: Array, mass: Array) -> Any:
     """
     if _all_tensors(vel, mass, mass):
         return _momentum_op(vel, mass)
-    kind, dtype = _check_arrays("momentum", {"vel": vel, "mass": mass})
+    return _momentum(vel, mass)
+
+
+def _momentum(vel: Array, mass: Array) -> Any:
+    """The one implementation of momentum (arrays or tensors)."""
+    _, dtype = _check_arrays("momentum", {"vel": vel, "mass": mass})
     batched, b, n = _check_shapes("momentum", vel, None, mass, pos_name="vel")
     vel3 = vel if batched else vel[None]
-    mass2 = _batched_mass(mass if batched else mass[None], b, n)
-    out = _momentum_fn[dtype](vel3, mass2)
+    out = _momentum_c[dtype](vel3, _batched_mass(mass if batched else mass[None], b, n))
     return out if batched else out[0]
 
 
@@ -478,120 +469,52 @@ def _all_tensors(a: Any, b: Any, c: Any) -> bool:
     return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and isinstance(c, torch.Tensor)
 
 
-def _run_op(
+def _op_nbody(
     fname: str, pos: Any, vel: Any, mass: Any, dt: Any, steps: Any, G: Any, softening: Any, method: Any,
     record_every: Any, threads: Any, copy: bool,
-) -> tuple[Any, ...]:
-    """The public nbody/nbody_ on tensors without progress: through the operator.
-    Scalars are checked here first, so that errors are those of the public function
-    (the dispatcher would reject dt="0.1" with its own message, and take steps=True)."""
-    if _compiling():
-        # Under torch.compile scalars may be symbolic; the operator's shape rule checks them.
-        rec = 0 if record_every is None else record_every
-        kw = dict(dt=dt, steps=steps, G=G, softening=softening, method=method, record_every=rec, threads=threads)
-    else:
-        step, nsteps, g, eps, _, rec = _check_integration(fname, dt, steps, G, softening, method, record_every)
-        if threads is not None:
-            resolve_threads(threads)
-        kw = dict(dt=step, steps=nsteps, G=g, softening=eps, method=method, record_every=rec, threads=threads)
-    if copy:
-        pos, vel, traj = _nbody_op(pos, vel, mass, **kw)
-    else:
-        traj = _nbody_inplace_op(pos, vel, mass, **kw)
-    return (pos, vel) if rec == 0 else (pos, vel, traj)
+) -> Any:
+    """Operator body of nbody/nbody_ (record_every=0: no trajectory, 0 frames)."""
+    run = _integration(fname, dt, steps, G, softening, method, None if record_every == 0 else record_every)
+    p, v, traj = _integrate(fname, pos, vel, mass, run, resolve_threads(threads), None, copy)
+    return (p, v, traj) if copy else traj
 
 
-def _op_checks(
+def _shape_nbody(
     fname: str, pos: Any, vel: Any, mass: Any, dt: Any, steps: Any, G: Any, softening: Any, method: Any,
-    record_every: Any, threads: Any,
-) -> tuple[str, bool, int, int, tuple[float, int, float, float, int, int], int]:
-    """Checks shared by the operators' kernels and shape rules (shapes and dtypes only)."""
-    _, dtype = _check_arrays(fname, {"pos": pos, "vel": vel, "mass": mass})
+    record_every: Any, threads: Any, copy: bool,
+) -> Any:
+    """Shape rule of nbody/nbody_: the same checks, on shapes and scalars only."""
+    _check_arrays(fname, {"pos": pos, "vel": vel, "mass": mass})
     batched, b, n = _check_shapes(fname, pos, vel, mass)
-    rec = None if isinstance(record_every, int) and not isinstance(record_every, bool) and record_every == 0 else record_every
-    scalars = _check_integration(fname, dt, steps, G, softening, method, rec)
-    nthreads = resolve_threads(threads)
-    return dtype, batched, b, n, scalars, nthreads
+    run = _integration.__wrapped__(fname, dt, steps, G, softening, method, None if record_every == 0 else record_every)
+    if threads is not None:
+        resolve_threads(threads)
+    traj = pos.new_empty((b, run.frames, n, 3) if batched else (run.frames, n, 3))
+    return (pos.new_empty(pos.shape), vel.new_empty(vel.shape), traj) if copy else traj
 
 
-def _nbody_kernel(
-    fname: str, pos: Any, vel: Any, mass: Any, dt: Any, steps: Any, G: Any, softening: Any, method: Any,
-    record_every: Any, threads: Any, copy: bool,
-) -> Any:
-    dtype, batched, b, n, scalars, nthreads = _op_checks(
-        fname, pos, vel, mass, dt, steps, G, softening, method, record_every, threads
-    )
-    step, nsteps, g, eps, code, rec = scalars
-    if copy:
-        pos = pos.detach().clone(memory_format=torch.contiguous_format)
-        vel = vel.detach().clone(memory_format=torch.contiguous_format)
-    else:
-        # The grad-mode check is the operator's (tensorffi.ops.define); under no_grad a
-        # tensor that requires grad may be written, as by built-in in-place operators.
-        # detach() shares the version counter, which the bridge bumps.
-        pos, vel = pos.detach(), vel.detach()
-    pos3, vel3 = (pos, vel) if batched else (pos[None], vel[None])
-    mass2 = _batched_mass(mass if batched else mass[None], b, n)
-    params = _params(step, g, eps, nsteps, rec, code)
-    frames = nsteps // rec if rec else 0
-    with CallbackScope(None) as scope:  # no progress: only Ctrl-C checks
-        traj = scope.call(
-            _nbody_fn[dtype], pos3, vel3, mass2, params, nthreads, scope.fn, scope.handle, frames=frames
-        )
-    if not batched:
-        traj = traj[0]
-    return (pos, vel, traj) if copy else traj
+def _op_energy(pos: Any, vel: Any, mass: Any, G: float = 1.0, softening: float = 0.0, *, threads: Any = None) -> Any:
+    g, eps = _gravity("energy", G, softening)
+    return _energy(pos, vel, mass, g, eps, resolve_threads(threads))
 
 
-def _nbody_shape(
-    fname: str, pos: Any, vel: Any, mass: Any, dt: Any, steps: Any, G: Any, softening: Any, method: Any,
-    record_every: Any, threads: Any, copy: bool,
-) -> Any:
-    _, batched, b, n, scalars, _ = _op_checks(fname, pos, vel, mass, dt, steps, G, softening, method, record_every, threads)
-    nsteps, rec = scalars[1], scalars[5]
-    frames = nsteps // rec if rec else 0
-    traj = pos.new_empty((b, frames, n, 3) if batched else (frames, n, 3))
-    if copy:
-        return pos.new_empty(pos.shape), vel.new_empty(vel.shape), traj
-    return traj
-
-
-def _energy_checks(pos: Any, vel: Any, mass: Any, G: Any, softening: Any, threads: Any) -> tuple[Any, ...]:
-    _, dtype = _check_arrays("energy", {"pos": pos, "vel": vel, "mass": mass})
-    batched, b, n = _check_shapes("energy", pos, vel, mass)
-    g, eps = _check_gravity("energy", G, softening)
-    return dtype, batched, b, n, g, eps, resolve_threads(threads)
-
-
-def _energy_kernel(pos: Any, vel: Any, mass: Any, G: float = 1.0, softening: float = 0.0, *, threads: Any = None) -> Any:
-    dtype, batched, b, n, g, eps, nthreads = _energy_checks(pos, vel, mass, G, softening, threads)
-    pos3, vel3 = (pos, vel) if batched else (pos[None], vel[None])
-    mass2 = _batched_mass(mass if batched else mass[None], b, n)
-    out = _energy_fn[dtype](pos3, vel3, mass2, g, eps, nthreads)
-    return out if batched else out[0]
-
-
-def _energy_shape(pos: Any, vel: Any, mass: Any, G: float = 1.0, softening: float = 0.0, *, threads: Any = None) -> Any:
-    _, batched, b, _, _, _, _ = _energy_checks(pos, vel, mass, G, softening, threads)
+def _shape_energy(pos: Any, vel: Any, mass: Any, G: float = 1.0, softening: float = 0.0, *, threads: Any = None) -> Any:
+    _check_arrays("energy", {"pos": pos, "vel": vel, "mass": mass})
+    batched, b, _ = _check_shapes("energy", pos, vel, mass)
+    _gravity.__wrapped__("energy", G, softening)
+    if threads is not None:
+        resolve_threads(threads)
     return pos.new_empty((b,) if batched else ())
 
 
-def _momentum_kernel(vel: Any, mass: Any) -> Any:
-    _, dtype = _check_arrays("momentum", {"vel": vel, "mass": mass})
-    batched, b, n = _check_shapes("momentum", vel, None, mass, pos_name="vel")
-    vel3 = vel if batched else vel[None]
-    out = _momentum_fn[dtype](vel3, _batched_mass(mass if batched else mass[None], b, n))
-    return out if batched else out[0]
-
-
-def _momentum_shape(vel: Any, mass: Any) -> Any:
+def _shape_momentum(vel: Any, mass: Any) -> Any:
     _check_arrays("momentum", {"vel": vel, "mass": mass})
     batched, b, _ = _check_shapes("momentum", vel, None, mass, pos_name="vel")
     return vel.new_empty((b, 3) if batched else (3,))
 
 
 def _register_ops() -> tuple[Any, ...]:
-    from . import ops
+    from . import _codegen, ops
 
     scalars = (
         '*, float dt, int steps=1, float G=1.0, float softening=0.0, str method="leapfrog", '
@@ -601,27 +524,26 @@ def _register_ops() -> tuple[Any, ...]:
     call = "pos, vel, mass, dt, steps, G, softening, method, record_every, threads"
 
     def make(fname: str, fn: Callable[..., Any], copy: bool) -> Callable[..., Any]:
-        ns: dict[str, Any] = {"_fn": fn}
-        exec(f"def _f({params}):\n    return _fn({fname!r}, {call}, {copy})\n", ns)
-        return ns["_f"]
+        src = f"def _f({params}):\n    return _fn({fname!r}, {call}, {copy})\n"
+        return _codegen.build(src, {"_fn": fn}, function="_f", label=f"physics: {fname}")
 
     nbody_op = ops.define(
         f"tensorffi::nbody(Tensor pos, Tensor vel, Tensor mass, {scalars}) -> (Tensor, Tensor, Tensor)",
-        make("nbody", _nbody_kernel, True),
-        fake=make("nbody", _nbody_shape, True),
+        make("nbody", _op_nbody, True),
+        fake=make("nbody", _shape_nbody, True),
     )
     nbody_inplace_op = ops.define(
         f"tensorffi::nbody_(Tensor(a!) pos, Tensor(b!) vel, Tensor mass, {scalars}) -> Tensor",
-        make("nbody_", _nbody_kernel, False),
-        fake=make("nbody_", _nbody_shape, False),
+        make("nbody_", _op_nbody, False),
+        fake=make("nbody_", _shape_nbody, False),
     )
     energy_op = ops.define(
         "tensorffi::energy(Tensor pos, Tensor vel, Tensor mass, float G=1.0, float softening=0.0, *, "
         "int? threads=None) -> Tensor",
-        _energy_kernel,
-        fake=_energy_shape,
+        _op_energy,
+        fake=_shape_energy,
     )
-    momentum_op = ops.define("tensorffi::momentum(Tensor vel, Tensor mass) -> Tensor", _momentum_kernel, fake=_momentum_shape)
+    momentum_op = ops.define("tensorffi::momentum(Tensor vel, Tensor mass) -> Tensor", _momentum, fake=_shape_momentum)
     return nbody_op.overload, nbody_inplace_op.overload, energy_op.overload, momentum_op.overload
 
 

@@ -100,7 +100,17 @@ def test_kernel_writes_tensors_that_require_grad_on_both_paths():
             k(q[::2], 2.0)  # the general path detaches, and still refuses the strided write
 
 
-def test_generated_source_is_specialised():
+def test_generated_source_is_specialised_and_shows_in_tracebacks():
+    import inspect
+    import traceback
+
     k = tensor_kernel(_bound("tf_core_iota_i64", "x: out [n]"))
     src = k.__tensorffi_source__
-    assert "_empty(_y_n, dtype=_od0)" in src and "_slow(n)" in src
+    assert inspect.getsource(k) == src  # registered with linecache
+    assert "_slow" not in src and "_empty" in src  # no interpreted fallback
+    with pytest.raises(tensorffi.ShapeError) as err:
+        k(-1)
+    frames = traceback.extract_tb(err.value.__traceback__)
+    # the error is raised from the generated function itself, whose line is readable
+    assert frames[-1].filename.startswith("<tensorffi operator kernel: tf_core_iota_i64")
+    assert "raise" in (frames[-1].line or "")

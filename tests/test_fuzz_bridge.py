@@ -723,7 +723,12 @@ def expect_float(s: Scalar, c_type: Any) -> tuple[type | None, float | None]:
     else:
         f = float(s.num)
     with np.errstate(all="ignore"):
-        return None, float(c_type(f))
+        r = float(c_type(f))
+    # A finite value the C type cannot hold (1e300 or 1e-50 for a float) is refused,
+    # never turned into inf or 0; NaN and infinities pass.
+    if math.isfinite(f) and (math.isinf(r) or (r == 0.0 and f != 0.0)):
+        return ArgumentOverflowError, None
+    return None, r
 
 
 def same_float(a: float, b: float) -> bool:

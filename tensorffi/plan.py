@@ -1,0 +1,436 @@
+# SPDX-License-Identifier: MIT
+"""The contract plan: a C declaration and its contract, compiled once.
+
+A :class:`Plan` says, for one bound C function, everything the bridge does on a
+call: what each parameter is (an array with a role, dtype and symbolic shape; a
+scalar with its C range; a length the bridge fills in; a string, a struct, a raw
+pointer), where each size symbol comes from (input arrays, the caller, arrays the
+caller passes for outputs, fill definitions), which sizes the caller must supply,
+the output shapes, and what the C result means. It is validated when it is built,
+so a contradictory, circular or unsatisfiable contract is a
+:class:`~tensorffi.ContractError` naming the clause, at bind time, never a wrong
+allocation at call time.
+
+Everything that runs on a call is generated from the plan by
+:mod:`tensorffi.bridge`: the direct call (NumPy and torch), the body of a PyTorch
+operator, and the operator's shape rule (the same binding steps on symbolic sizes).
+Nothing else interprets a contract.
+"""
+from __future__ import annotations
+
+import keyword
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._decl import _SIZED, ELEMENT_DTYPES, CFunction
+from .contract import Contract, Dim, Fill
+from .errors import ContractError
+
+RETURNS = ("status", "value", "none")
+
+
+def pyname(name: str) -> str:
+    """A C name as a Python argument name (``in`` -> ``in_``)."""
+    return name + "_" if keyword.iskeyword(name) or name == "self" else name
+
+
+@dataclass
+class Param:
+    """One C parameter, as the bridge treats it."""
+
+    name: str
+    pyname: str
+    index: int
+    kind: str  # "array" | "scalar" | "string" | "struct" | "raw"
+    ctype: str  # C spelling ("const float *")
+    dtype: str | None = None  # arrays: canonical element dtype ("any" for void *)
+    role: str = "in"  # arrays: in | out | inout
+    shape: tuple[Dim, ...] | None = None  # arrays: the contract's shape
+    optional: bool = False  # None is passed as NULL
+    scalar: str | None = None  # scalars: "int" | "float" | "bool" | None (other)
+    int_range: tuple[int, int] | None = None
+    float_bits: int = 64  # float scalars: 32 for C float
+    fill: Fill | None = None  # integer scalars filled in by the bridge
+    is_symbol: bool = False  # an integer parameter named like a shape symbol (it *is* that size)
+    as_int: bool = False  # passed to C as an intptr_t (shim)
+    clause: str = ""
+
+    @property
+    def written(self) -> bool:
+        return self.kind == "array" and self.role != "in"
+
+    @property
+    def caller_gives(self) -> bool:
+        """Whether the caller passes this parameter in the short calling form (positionally)."""
+        return not (self.fill is not None or self.is_symbol or self.role == "out" or self.optional)
+
+
+@dataclass
+class Plan:
+    """The compiled contract of one C function (see the module docstring)."""
+
+    name: str
+    decl: CFunction
+    contract: Contract
+    params: list[Param]
+    returns: str  # status | value | none
+    result_is_string: bool
+    #: symbols not carried by any parameter and not fixed by a required input array:
+    #: keyword arguments of the bound function ("pass m=...").
+    free_sizes: list[str]
+    #: fill parameters in an order where each one's symbols are known before it
+    fill_order: list[str]
+    #: symbols fixed by required (non-optional) input arrays
+    input_bound: set[str]
+    pointers_as_int: bool = False
+    hidden_ok: set[str] = field(default_factory=set)
+
+    @property
+    def by_name(self) -> dict[str, Param]:
+        return {p.name: p for p in self.params}
+
+    @property
+    def positional(self) -> list[Param]:
+        """Parameters of the short calling form, in declaration order."""
+        return [p for p in self.params if p.caller_gives]
+
+    @property
+    def keyword_only(self) -> list[Param]:
+        return [p for p in self.params if not p.caller_gives]
+
+    @property
+    def arrays(self) -> list[Param]:
+        return [p for p in self.params if p.kind == "array"]
+
+    def signature_text(self) -> str:
+        """The bound function's Python signature, for docs and errors."""
+        pos = [p.pyname for p in self.positional]
+        kw = [f"{p.pyname}=None" for p in self.keyword_only] + [f"{pyname(s)}=None" for s in self.free_sizes]
+        return f"{self.name}({', '.join(pos + (['*'] + kw if kw else []))})"
+
+    def describe(self) -> list[tuple[str, str, str]]:
+        """(name, C type, what the bridge does) per parameter, for reprs and docs."""
+        rows = []
+        for p in self.params:
+            if p.kind == "array":
+                shape = "" if p.shape is None else " [" + ", ".join(map(str, p.shape)) + "]"
+                what = f"{p.role}{'?' if p.optional else ''} {p.dtype}{shape}"
+                if p.role == "out":
+                    what += " (allocated and returned)"
+            elif p.fill is not None:
+                src = f"numel({p.fill.numel_of})" if p.fill.numel_of else str(p.fill.dim)
+                what = f"filled in: {p.name} = {src}"
+            elif p.is_symbol:
+                what = "filled in from the shapes"
+            elif p.kind == "scalar":
+                what = p.scalar or "value"
+            elif p.kind == "string":
+                what = "string (str or bytes)" + (", or None" if p.optional else "")
+            elif p.kind == "struct":
+                what = "struct (lib.struct(...))" + (", or None" if p.optional else "")
+            else:
+                what = "passed to cffi as is"
+            rows.append((p.name, p.ctype, what))
+        for s in self.free_sizes:
+            rows.append((s, "size", "keyword argument"))
+        return rows
+
+
+def _int_range(ffi: Any, ctype: str) -> tuple[int, int] | None:
+    try:
+        size = ffi.sizeof(ctype)
+        signed = int(ffi.cast(ctype, -1)) < 0
+    except Exception:
+        return None
+    if ctype in ("_Bool", "bool"):
+        return (0, 1)
+    return (-(1 << (8 * size - 1)), (1 << (8 * size - 1)) - 1) if signed else (0, (1 << (8 * size)) - 1)
+
+
+def build_plan(
+    ffi: Any,
+    decl: CFunction,
+    contract: Contract,
+    *,
+    name: str | None = None,
+    default_returns: str = "value",
+    pointers_as_int: bool = False,
+) -> Plan:
+    """Compile ``decl`` and ``contract`` into a validated :class:`Plan`."""
+    fname = name or decl.name
+    if decl.variadic:
+        raise ContractError(f"{fname}: variadic functions cannot be bound safely")
+
+    def fail(msg: str, clause: str = "") -> ContractError:
+        where = f" (contract clause {clause!r})" if clause else ""
+        return ContractError(f"{fname}: {msg}{where}")
+
+    names = {p.name for p in decl.params}
+    for key, spec in contract.arrays.items():
+        if key not in names:
+            raise fail(f"the contract names '{key}', which is not a parameter of {decl.text}", spec.clause)
+    for key, fill in contract.fills.items():
+        if key not in names:
+            raise fail(f"the contract names '{key}', which is not a parameter of {decl.text}", fill.clause)
+
+    symbols = contract.symbols
+    params: list[Param] = []
+    for i, cp in enumerate(decl.params):
+        ct = cp.type
+        spec = contract.arrays.get(cp.name)
+        fill = contract.fills.get(cp.name)
+        p = Param(cp.name, pyname(cp.name), i, "raw", ct.text, as_int=pointers_as_int and ct.shimmable)
+        if spec is not None:
+            p.clause = spec.clause
+        if ct.pointer_depth == 0 and not ct.is_struct and not ct.is_function_pointer:
+            p.kind = "scalar"
+            if spec is not None:
+                raise fail(f"'{cp.name}' is a scalar ({ct.text}), not an array", spec.clause)
+            if ct.is_integer:
+                p.scalar = "bool" if ct.resolved in ("_Bool", "bool") or ct.base == "bool" else "int"
+                p.int_range = _int_range(ffi, ct.text.replace("const ", ""))
+                p.is_symbol = cp.name in symbols
+                p.fill = fill
+                if fill is not None:
+                    p.clause = fill.clause
+            elif ct.is_float:
+                p.scalar = "float"
+                p.float_bits = 32 if ct.resolved == "float" else 64
+                if fill is not None:
+                    raise fail(f"'{cp.name}' = ... needs an integer parameter, not {ct.text}", fill.clause)
+                if cp.name in symbols:
+                    raise fail(f"'{cp.name}' is used as a size, but it is {ct.text}, not an integer")
+            else:
+                if fill is not None:
+                    raise fail(f"'{cp.name}' = ... needs an integer parameter, not {ct.text}", fill.clause)
+            params.append(p)
+            continue
+        if fill is not None:
+            raise fail(f"'{cp.name}' = ... needs an integer parameter, not {ct.text}", fill.clause)
+        if cp.name in symbols:
+            raise fail(f"'{cp.name}' is used as a size, but it is {ct.text}, not an integer")
+        optional = spec is not None and spec.optional
+        if ct.is_struct and ct.pointer_depth == 1:
+            if spec is not None and (spec.shape is not None or spec.role is not None):
+                raise fail(f"'{cp.name}' ({ct.text}) is a struct pointer, not an array", spec.clause)
+            p.kind, p.optional = "struct", optional
+        elif ct.pointer_depth == 1 and ct.dtype is not None and not ct.is_function_pointer:
+            if ct.const and ct.resolved == "char" and (spec is None or spec.shape is None):
+                if spec is not None and spec.role not in (None, "in"):
+                    raise fail(f"'{cp.name}' is {ct.text}: C cannot write it", spec.clause)
+                p.kind, p.optional = "string", optional
+            else:
+                p.kind = "array"
+                p.dtype = ct.dtype
+                role = spec.role if spec is not None and spec.role else ("in" if ct.const else "inout")
+                if ct.const and role != "in":
+                    raise fail(f"'{cp.name}' is {ct.text}: C cannot write it, so it cannot be {role}", p.clause)
+                p.role = role
+                p.optional = optional
+                p.shape = spec.shape if spec is not None else None
+                if role == "out":
+                    if ct.dtype == "any":
+                        raise fail(f"out array '{cp.name}' is void *: its dtype is unknown", p.clause)
+                    if p.shape is None:
+                        raise fail(f"out array '{cp.name}' needs a shape to be allocated", p.clause)
+                    if optional:
+                        raise fail(f"out array '{cp.name}' cannot be optional: the bridge allocates it", p.clause)
+        else:
+            if spec is not None and (spec.shape is not None or spec.role is not None):
+                raise fail(f"'{cp.name}' ({ct.text}) cannot be described as an array", spec.clause)
+            p.optional = optional  # raw: function pointers, T **, structs by value: cffi checks them
+        params.append(p)
+
+    by_name = {p.name: p for p in params}
+
+    # numel(NAME) must name an array whose numel is known when fills are computed.
+    for p in params:
+        f = p.fill
+        if f is None or f.numel_of is None:
+            continue
+        src = by_name.get(f.numel_of)
+        if src is None or src.kind != "array":
+            raise fail(f"numel({f.numel_of}) names no array parameter", f.clause)
+        if src.optional:
+            raise fail(f"numel({f.numel_of}) of an optional array (it may be None)", f.clause)
+        if src.shape is None and src.role == "out":
+            raise fail(f"numel({f.numel_of}) of an out array without a shape", f.clause)
+
+    input_bound: set[str] = set()
+    for p in params:
+        if p.kind == "array" and p.role != "out" and not p.optional and p.shape is not None:
+            for d in p.shape:
+                if len(d.symbols) == 1:
+                    input_bound.add(d.symbols[0])
+
+    # Fills that define a shape symbol (n = b*m, with n in a shape) and fills of
+    # plain parameters: order them so that every fill's symbols are known first,
+    # and refuse definitions that depend on themselves.
+    deps: dict[str, set[str]] = {}
+    for p in params:
+        f = p.fill
+        if f is None:
+            continue
+        if f.dim is not None:
+            deps[p.name] = set(f.dim.symbols)
+        else:
+            src = by_name[f.numel_of]  # type: ignore[index]
+            # numel of an input is known from the array itself; of an out, from its shape.
+            deps[p.name] = {s for d in src.shape or () for s in d.symbols} if src.role == "out" else set()
+    defining = {n for n in deps if n in symbols}  # fills whose parameter is itself a size
+
+    def visit(node: str, stack: list[str]) -> None:
+        if node in stack:
+            cycle = stack[stack.index(node):] + [node]
+            clause = by_name[stack[0]].clause if stack[0] in by_name else ""
+            if len(cycle) == 2:
+                raise fail(f"'{node}' is defined in terms of itself", clause)
+            raise fail(f"sizes defined in a circle: {' -> '.join(cycle)}", clause)
+        if node not in defining and node != (stack[0] if stack else None):
+            return
+        for dep in sorted(deps.get(node, ())):
+            if dep in defining or dep == node:
+                visit(dep, stack + [node])
+
+    for n in sorted(deps):
+        visit(n, [])
+        # a plain fill may depend on a symbol that is its own definition's output
+        if n in deps[n]:
+            raise fail(f"'{n}' is defined in terms of itself", by_name[n].clause)
+
+    order: list[str] = []
+    placed: set[str] = set()
+    pending = sorted(deps)
+    while pending:
+        progressed = False
+        for n in list(pending):
+            if all(d not in defining or d in placed for d in deps[n]):
+                order.append(n)
+                placed.add(n)
+                pending.remove(n)
+                progressed = True
+        if not progressed:  # pragma: no cover - caught by visit() above
+            raise fail(f"sizes defined in a circle: {', '.join(pending)}")
+
+    param_names = set(by_name)
+    free = sorted(s for s in symbols if s not in param_names and s not in input_bound)
+    pynames = {p.pyname for p in params}
+    for s in free:
+        if pyname(s) in pynames:
+            raise fail(f"size '{s}' would be passed as {pyname(s)}=, which is also a parameter's name")
+
+    res = decl.result
+    if res.text == "void":
+        returns = "none"
+    elif contract.returns is not None:
+        returns = contract.returns
+    else:
+        returns = default_returns if (res.is_integer and res.pointer_depth == 0) else "value"
+    if returns == "status" and not (res.is_integer and res.pointer_depth == 0):
+        raise fail(f"'return: status' needs an integer result, not {res.text}")
+    result_is_string = res.pointer_depth == 1 and res.resolved == "char"
+
+    return Plan(
+        name=fname,
+        decl=decl,
+        contract=contract,
+        params=params,
+        returns=returns,
+        result_is_string=result_is_string,
+        free_sizes=free,
+        fill_order=order,
+        input_bound=input_bound,
+        pointers_as_int=pointers_as_int,
+    )
+
+
+# --------------------------------------------------------------------------- #
+# The plan seen as an operator                                                 #
+# --------------------------------------------------------------------------- #
+
+
+@dataclass(frozen=True)
+class OpArg:
+    """One argument of a bound function seen as an operator (in schema order).
+
+    ``kind``: ``"tensor"`` (an array parameter), ``"float"``, ``"int"``, ``"bool"``
+    (scalar parameters) or ``"size"`` (a size the caller gives because no input
+    array fixes it).
+    """
+
+    name: str
+    kind: str
+    dtype: str | None = None
+    mutated: bool = False
+    optional: bool = False
+    shape: tuple[Dim, ...] | None = None
+
+
+@dataclass(frozen=True)
+class OpOutput:
+    """An ``out`` array of the operator, or (``name == "return"``) the C result as a 0-dim tensor."""
+
+    name: str
+    dtype: str
+    shape: tuple[Dim, ...]
+
+
+def operator_signature(plan: Plan, hidden: Any = ()) -> tuple[list[OpArg], list[OpOutput]]:
+    """The arguments and results of ``plan`` as an operator on tensors.
+
+    Arguments, in declaration order: every array that is not ``out`` (inout arrays
+    are ``mutated``), every scalar that is not filled in, and every size parameter
+    that no input array fixes; then the free sizes. ``out`` arrays become results,
+    followed by the C result (``"return"``) for ``return: value`` functions.
+    Parameters named in ``hidden`` are left out: the caller supplies them another way.
+    Raises :class:`ContractError` for what an operator cannot take.
+    """
+    hidden = set(hidden)
+    unknown = hidden - {p.name for p in plan.params}
+    if unknown:
+        raise ContractError(f"{plan.name}: hidden names no parameter: {', '.join(sorted(unknown))}")
+    args: list[OpArg] = []
+    outs: list[OpOutput] = []
+    for p in plan.params:
+        if p.name in hidden:
+            if p.fill is not None or p.is_symbol or p.role == "out":
+                raise ContractError(f"{plan.name}: '{p.name}' is filled in by the contract; it cannot be hidden")
+            continue
+        if p.kind == "array":
+            if p.role == "out":
+                assert p.dtype is not None and p.shape is not None
+                outs.append(OpOutput(p.name, p.dtype, p.shape))
+            else:
+                args.append(OpArg(p.pyname, "tensor", p.dtype, p.role == "inout", p.optional, p.shape))
+        elif p.kind == "scalar":
+            if p.fill is not None:
+                continue
+            if p.is_symbol:
+                if p.name not in plan.input_bound:
+                    args.append(OpArg(p.pyname, "size"))
+                continue
+            if p.scalar is None:
+                raise ContractError(f"{plan.name}: scalar '{p.name}' ({p.ctype}) cannot be an operator argument")
+            args.append(OpArg(p.pyname, p.scalar))
+        else:
+            raise ContractError(
+                f"{plan.name}: '{p.name}' ({p.ctype}) cannot be an operator argument: operators take "
+                f"tensors and numbers only (wrap the function in Python and use tensorffi.ops.define)"
+            )
+    args += [OpArg(pyname(s), "size") for s in plan.free_sizes]
+    if plan.returns == "value":
+        res = plan.decl.result
+        dtype = _SIZED.get(res.base) or ELEMENT_DTYPES.get(res.resolved)
+        if res.pointer_depth or dtype in (None, "any"):
+            raise ContractError(
+                f"{plan.name}: its result ({res.text}) cannot be an operator result; declare "
+                f"'return: status' or 'return: none' in its contract"
+            )
+        outs.append(OpOutput("return", dtype, ()))
+    names = [a.name for a in args]
+    if len(set(names)) != len(names):
+        raise ContractError(f"{plan.name}: argument names repeat as an operator: {names}")
+    return args, outs
+
+
+__all__ = ["Plan", "Param", "build_plan", "operator_signature", "OpArg", "OpOutput", "pyname"]
