@@ -220,7 +220,7 @@ class _Sos:
     ones whose imaginary parts are all zero), ``[S, 12]`` (re, im pairs) for
     complex ones; ``dtype``: the dtype sos counts with in type promotion."""
 
-    __slots__ = ("c", "S", "cplx", "dtype", "bad_a0", "ntaps", "_zi", "_arr")
+    __slots__ = ("c", "S", "cplx", "dtype", "bad_a0", "ntaps", "_zi", "_arr", "_ct")
 
     def __init__(self, arr: np.ndarray) -> None:
         self._arr = arr
@@ -235,6 +235,13 @@ class _Sos:
         self.bad_a0 = (int(bad[0]), arr[bad[0], 3].item()) if bad.size else None
         self.ntaps = 2 * self.S + 1 - min(int((arr[:, 2] == 0).sum()), int((arr[:, 5] == 0).sum()))
         self._zi: np.ndarray | None = None
+        self._ct: torch.Tensor | None = None
+
+    def ct(self) -> torch.Tensor:
+        """``c`` as a tensor (sharing its memory): calls on tensors pass tensors only."""
+        if self._ct is None:
+            self._ct = torch.from_numpy(self.c)
+        return self._ct
 
     def zi(self) -> np.ndarray:
         """sosfilt_zi in the kernels' form: float64 [S, 2], or [S, 4] for complex."""
@@ -814,12 +821,11 @@ def _op_sosfilt(
     name = _REAL_TORCH.get(x.dtype)
     if name is not None and nd > 0 and (axis == -1 or axis == nd - 1) and x.is_contiguous() and not x.is_neg():
         # the common case: a contiguous real signal filtered along its last axis
-        if (sos.dtype is torch.float64 and sos.dim() == 2 and sos.shape[1] == 6 and sos.is_contiguous()
-                and not sos.is_neg()):
-            c, S = sos, sos.shape[0]  # as it is; C checks a0
+        if sos.dtype in _SOS_FAST and sos.dim() == 2 and sos.shape[1] == 6 and not sos.is_neg():
+            c, S = sos.to(torch.float64).contiguous(), sos.shape[0]  # C checks a0
         else:
             f = _sos_facts(sos, "sosfilt")
-            c, S = (None, 0) if f.cplx else (f.c, f.S)
+            c, S = (None, 0) if f.cplx else (f.ct(), f.S)
         shape = x.shape
         zshape = (S,) + tuple(shape[:-1]) + (2,)
         if c is not None and (zi is None or (zi.dtype is x.dtype and zi.is_contiguous() and not zi.is_neg()
