@@ -801,11 +801,6 @@ def _op_check(fn: str, sos: torch.Tensor, x: torch.Tensor, axis: int, zi: torch.
     return axis_n, n_sections
 
 
-def _plain(t: torch.Tensor) -> bool:
-    """A contiguous tensor whose memory holds its values (no lazy conj/neg bit)."""
-    return t.is_contiguous() and not t.is_conj() and not t.is_neg()
-
-
 def _empty_like_layout(x: torch.Tensor, shape: Sequence[Any], order: Sequence[int]) -> torch.Tensor:
     """An empty tensor of ``shape`` whose memory order is ``order`` (slowest first)."""
     return x.new_empty([shape[d] for d in order]).permute(_inverse(order))

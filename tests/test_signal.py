@@ -892,3 +892,61 @@ def test_many_random_filters_long_signals(rng):
             assert_array_equal(tsig.sosfilt(sos, x), ref)
         else:
             assert rel_err(tsig.sosfilt(sos, x), ref) <= 1e-5
+
+
+# --------------------------------------------------------------------------- #
+# complex signals and coefficients                                             #
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+def test_complex_signals_match_scipy(kind, dtype, rng):
+    tol = 0 if dtype == np.complex128 else 1e-5
+    for complex_sos in (False, True):
+        for _ in range(4):
+            sos = _complex_sos(rng, int(rng.integers(1, 9))) if complex_sos else random_sos(rng)
+            shape, axis = random_shape(rng, int(rng.integers(50, 400)))
+            x = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+            zshape = list(shape)
+            zshape[axis] = 2
+            zi = (rng.standard_normal([sos.shape[0]] + zshape) + 1j * rng.standard_normal([sos.shape[0]] + zshape))
+            zi = zi.astype(dtype)
+            y, zf = tsig.sosfilt(as_kind(sos, kind), as_kind(x, kind), axis=axis, zi=as_kind(zi, kind), dtype=dtype)
+            assert type(y) is type(as_kind(x, kind)) and to_numpy(y).dtype == dtype
+            ry, rzf = ss.sosfilt(sos, x.astype(np.complex128), axis=axis, zi=zi.astype(np.complex128))
+            if tol == 0:
+                assert_array_equal(to_numpy(y), ry)  # SciPy's complex operations, in SciPy's order
+                assert_array_equal(to_numpy(zf), rzf)
+            else:
+                assert rel_err(y, ry) <= (1e-4 if complex_sos else tol)
+            yy = tsig.sosfiltfilt(as_kind(sos, kind), as_kind(x, kind), axis=axis, padlen=10, dtype=dtype)
+            ref = ss.sosfiltfilt(sos, x.astype(np.complex128), axis=axis, padlen=10)
+            assert rel_err(yy, ref) <= (1e-12 if tol == 0 else 1e-4)
+    # real x with complex sos is complex (SciPy's promotion)
+    csos = _complex_sos(rng, 4)
+    xr = rng.standard_normal(100)
+    assert_array_equal(tsig.sosfilt(csos, xr), ss.sosfilt(csos, xr))
+    assert tsig.sosfilt(csos.astype(np.complex64), xr.astype(np.float32)).dtype == np.complex64
+    # sosfilt_zi of complex sos: SciPy's
+    assert_allclose(tsig.sosfilt_zi(csos), ss.sosfilt_zi(csos), rtol=1e-13, atol=1e-15)
+    assert tsig.uses_float32_arithmetic(csos) in (True, False)
+
+
+def test_complex_autograd_real_sos_and_refusal_for_complex_sos(rng):
+    sos = torch.from_numpy(ss.butter(4, 0.3, output="sos"))
+    x = torch.from_numpy(rng.standard_normal((2, 40)) + 1j * rng.standard_normal((2, 40))).requires_grad_()
+    zi = torch.from_numpy(1e-3 * (rng.standard_normal((2, 2, 2)) + 1j * rng.standard_normal((2, 2, 2))))
+    zi.requires_grad_()
+    b = sos[:, :3].clone().requires_grad_()
+    a = sos[:, 4:].clone().requires_grad_()
+    ones = torch.ones(2, 1, dtype=torch.float64)
+    # Wirtinger derivatives as torch defines them, checked by finite differences
+    assert torch.autograd.gradcheck(lambda x, zi, b, a: tsig.sosfilt(torch.cat([b, ones, a], 1), x, zi=zi),
+                                    (x, zi, b, a), eps=1e-6, atol=1e-6, rtol=1e-5)
+    csos = torch.from_numpy(_complex_sos(rng, 4))
+    with pytest.raises(tensorffi.DTypeError, match="complex filter coefficients"):
+        tsig.sosfilt(csos.clone().requires_grad_(), x.detach())
+    with pytest.raises(tensorffi.DTypeError, match="complex filter coefficients"):
+        tsig.sosfilt(csos, x)
+    with torch.no_grad():  # no autograd: fine
+        assert_array_equal(tsig.sosfilt(csos, x).numpy(), ss.sosfilt(csos.numpy(), x.detach().numpy()))
