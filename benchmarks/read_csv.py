@@ -1,18 +1,32 @@
 # SPDX-License-Identifier: MIT
 """Numeric CSV -> contiguous float32 tensor: tensorffi.io.read_csv against its peers.
 
-    python benchmarks/read_csv.py            # 1,000,000 rows x 8 columns (~80 MB), 5 repeats
-    python benchmarks/read_csv.py --quick    # 200,000 rows, 3 repeats
+    python benchmarks/read_csv.py                  # 1,000,000 rows x 8 columns, three data sets, 5 repeats
+    python benchmarks/read_csv.py --quick          # 200,000 rows, 3 repeats
+    python benchmarks/read_csv.py --sets g9 --repeats 7
+    python benchmarks/read_csv.py --tiny-only      # 10 and 100 rows from bytes vs numpy.loadtxt
 
-The file is generated once (benchmarks/_work/, ignored by git) and read once before
-timing, so the page cache is warm. Every method ends with a C-contiguous float32
-torch tensor of shape (rows, 8); runs are interleaved round-robin and each method's
-median wall time is reported, with ratios of medians (peer / tensorffi, higher means
-tensorffi is faster). Peers: pandas.read_csv(engine="c"), numpy.loadtxt,
-pyarrow.csv.read_csv and polars.read_csv (the last two are multi-threaded).
+Data sets (generated once into benchmarks/_work/, ignored by git, read once before
+timing so that the page cache is warm):
 
-A second data set holds full-precision values (17 significant digits, float64
-repr), where the Eisel-Lemire path runs instead of the short-mantissa fast path.
+    g9     np.savetxt(fmt="%.9g") of float32(standard_normal * 10**randint(-3, 4)):
+           float32 at full precision, mixed magnitudes (realistic sensor/feature data)
+    g17    np.savetxt(fmt="%.17g") of standard_normal float64 (full float64 repr)
+    short  0.ddddddd uniform values (7 digits, no exponent)
+
+Every method ends with a C-contiguous float32 torch tensor of shape (rows, 8). Runs
+are interleaved round-robin in one fresh process, so the first calls (binding the
+native functions, first page faults) are among the samples; each method's median wall
+time is reported, with ratios of medians (pandas / method: above 1 means the method is
+faster than pandas). Single-threaded methods also get the median CPU time of the
+process (time.process_time), which other processes' load barely moves: on a shared
+machine their CPU ratio is the steadier figure. tensorffi runs at each SIMD level this CPU has (TENSORFFI_SIMD is read per
+call), with one thread and with all threads. Peers: pandas.read_csv(engine="c"),
+pyarrow and polars when installed (multi-threaded), numpy.loadtxt (once, it is slow).
+
+Tiny inputs: read_csv of 10 and 100 rows (%.9g, 8 columns) from bytes against
+numpy.loadtxt on the same bytes through BytesIO, interleaved; the median of 7 timing
+loops each.
 """
 from __future__ import annotations
 
@@ -22,9 +36,10 @@ from pathlib import Path
 # Run from a checkout: the repository root (its tensorffi) first on the import path.
 HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
-sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
+sys.path.insert(0, str(HERE.parent))
 
 import argparse
+import io
 import os
 import platform
 import statistics
@@ -40,32 +55,34 @@ import tensorffi.io  # noqa: E402
 
 WORK = HERE / "_work"
 COLS = 8
+SIMD = ["scalar", "avx2", "avx512"]
 
 
-def generate_short(path: Path, rows: int, seed: int = 0) -> None:
-    """rows x 8 uniform values written as 0.ddddddd (10 bytes a field: ~80 MB per 1M rows)."""
-    rng = np.random.default_rng(seed)
-    ints = rng.integers(0, 10**7, size=(rows, COLS))
-    buf = np.empty((rows, COLS, 10), dtype=np.uint8)
-    buf[:, :, 0] = ord("0")
-    buf[:, :, 1] = ord(".")
-    for k in range(8, 1, -1):
-        buf[:, :, k] = ord("0") + ints % 10
-        ints //= 10
-    buf[:, :, 9] = ord(",")
-    buf[:, -1, 9] = ord("\n")
-    path.write_bytes(buf.tobytes())
+def mixed_float32(rng: np.random.Generator, rows: int) -> np.ndarray:
+    x = rng.standard_normal((rows, COLS)) * 10.0 ** rng.integers(-3, 4, size=(rows, COLS))
+    return x.astype(np.float32)
 
 
-def generate_long(path: Path, rows: int, seed: int = 1) -> None:
-    """rows x 8 standard-normal float64 values in repr form (about 19 bytes a field)."""
-    rng = np.random.default_rng(seed)
-    with open(path, "w") as f:
+def generate(name: str, path: Path, rows: int) -> None:
+    rng = np.random.default_rng({"g9": 0, "g17": 1, "short": 2}[name])
+    if name == "short":
+        ints = rng.integers(0, 10**7, size=(rows, COLS))
+        buf = np.empty((rows, COLS, 10), dtype=np.uint8)
+        buf[:, :, 0] = ord("0")
+        buf[:, :, 1] = ord(".")
+        for k in range(8, 1, -1):
+            buf[:, :, k] = ord("0") + ints % 10
+            ints //= 10
+        buf[:, :, 9] = ord(",")
+        buf[:, -1, 9] = ord("\n")
+        path.write_bytes(buf.tobytes())
+        return
+    with open(path, "wb") as f:
         step = 100_000
         for start in range(0, rows, step):
-            block = rng.standard_normal((min(step, rows - start), COLS))
-            f.write("\n".join(",".join(map(repr, row)) for row in block.tolist()))
-            f.write("\n")
+            n = min(step, rows - start)
+            block = mixed_float32(rng, n) if name == "g9" else rng.standard_normal((n, COLS))
+            np.savetxt(f, block, fmt="%.9g" if name == "g9" else "%.17g", delimiter=",")
 
 
 def dataset(name: str, rows: int) -> Path:
@@ -74,7 +91,7 @@ def dataset(name: str, rows: int) -> Path:
     if not path.exists():
         print(f"generating {path} ...", file=sys.stderr)
         tmp = path.with_suffix(".tmp")
-        (generate_short if name == "short" else generate_long)(tmp, rows)
+        generate(name, tmp, rows)
         tmp.rename(path)
     path.read_bytes()  # warm the page cache
     return path
@@ -84,17 +101,32 @@ def contiguous_f32(a: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
 
 
-def methods(path: Path, threads: int, full: bool) -> dict[str, Callable[[], torch.Tensor]]:
+def simd_levels() -> list[str]:
+    return SIMD[: int(tensorffi.core.lib.tf_simd_level()) + 1]
+
+
+def ours(path: Path, simd: str, threads: int) -> Callable[[], torch.Tensor]:
+    def run() -> torch.Tensor:
+        os.environ["TENSORFFI_SIMD"] = simd
+        try:
+            return tensorffi.io.read_csv(path, header=False, threads=threads)
+        finally:
+            del os.environ["TENSORFFI_SIMD"]
+
+    return run
+
+
+def methods(path: Path, threads: int, levels: list[str], peers: bool) -> dict[str, Callable[[], torch.Tensor]]:
     import pandas as pd
 
-    m: dict[str, Callable[[], torch.Tensor]] = {
-        f"tensorffi.io.read_csv ({threads} threads)": lambda: tensorffi.io.read_csv(path, header=False, threads=threads),
-        "tensorffi.io.read_csv (1 thread)": lambda: tensorffi.io.read_csv(path, header=False, threads=1),
-        'pandas.read_csv(engine="c")': lambda: contiguous_f32(
-            pd.read_csv(path, header=None, engine="c", dtype=np.float32).to_numpy()
-        ),
-    }
-    if full:
+    m: dict[str, Callable[[], torch.Tensor]] = {}
+    for simd in levels:
+        m[f"tensorffi {simd}, {threads} threads"] = ours(path, simd, threads)
+        m[f"tensorffi {simd}, 1 thread"] = ours(path, simd, 1)
+    m['pandas.read_csv(engine="c")'] = lambda: contiguous_f32(
+        pd.read_csv(path, header=None, engine="c", dtype=np.float32).to_numpy()
+    )
+    if peers:
         try:
             import pyarrow.csv as pacsv
 
@@ -123,23 +155,60 @@ def methods(path: Path, threads: int, full: bool) -> dict[str, Callable[[], torc
     return m
 
 
-def measure(fns: dict[str, Callable[[], torch.Tensor]], repeats: int, slow: set[str]) -> dict[str, list[float]]:
+def measure(
+    fns: dict[str, Callable[[], torch.Tensor]], repeats: int, slow: set[str]
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall times, and CPU times of the process (for a single-threaded method, its
+    work: unlike wall time, barely moved by other processes' load). pandas' C engine
+    parses on a helper thread, so the process's time, not the calling thread's."""
     times: dict[str, list[float]] = {name: [] for name in fns}
+    cpu: dict[str, list[float]] = {name: [] for name in fns}
     reference = None
     for rep in range(repeats):
         for name, fn in fns.items():
-            if name in slow and rep >= max(1, repeats // 3):
-                continue  # slow peers: fewer runs
+            if name in slow and rep >= 1:
+                continue  # slow peers: one run
+            c0 = time.process_time()
             t0 = time.perf_counter()
             out = fn()
             times[name].append(time.perf_counter() - t0)
+            cpu[name].append(time.process_time() - c0)
             assert out.dtype is torch.float32 and out.is_contiguous() and out.shape[1] == COLS, name
             if reference is None:
                 reference = out
-            elif not torch.allclose(out, reference, rtol=1e-6, atol=0, equal_nan=True):
+            elif not torch.equal(out, reference) and not torch.allclose(out, reference, rtol=1e-6, atol=0):
                 raise AssertionError(f"{name} disagrees with {next(iter(fns))}")
             del out
-    return times
+    return times, cpu
+
+
+def tiny(repeats: int) -> None:
+    rng = np.random.default_rng(3)
+    print("### Tiny inputs from bytes: 8 columns of %.9g values -> float32\n")
+    print("| rows | bytes | tensorffi.io.read_csv µs | numpy.loadtxt µs | ratio (loadtxt / read_csv) |")
+    print("|---:|---:|---:|---:|---:|")
+    for rows in (10, 100):
+        buf = io.BytesIO()
+        np.savetxt(buf, mixed_float32(rng, rows), fmt="%.9g", delimiter=",")
+        data = buf.getvalue()
+        assert np.array_equal(
+            tensorffi.io.read_csv(data).numpy(), np.loadtxt(io.BytesIO(data), delimiter=",", dtype=np.float32)
+        )
+        fns = {
+            "ours": lambda: tensorffi.io.read_csv(data),
+            "loadtxt": lambda: np.loadtxt(io.BytesIO(data), delimiter=",", dtype=np.float32),
+        }
+        loops = 2000 if rows == 10 else 500
+        t: dict[str, list[float]] = {k: [] for k in fns}
+        for _ in range(repeats):
+            for k, fn in fns.items():
+                t0 = time.perf_counter()
+                for _ in range(loops):
+                    fn()
+                t[k].append((time.perf_counter() - t0) / loops)
+        a, b = statistics.median(t["ours"]), statistics.median(t["loadtxt"])
+        print(f"| {rows} | {len(data)} | {a * 1e6:.1f} | {b * 1e6:.1f} | {b / a:.2f}x |")
+    print()
 
 
 def machine() -> str:
@@ -157,42 +226,63 @@ def machine() -> str:
         except ImportError:
             pass
     info = tensorffi.info()
+    parse_simd = SIMD[int(tensorffi.core.lib.tf_parse_simd())]
     return (
         f"{model}, {os.cpu_count()} CPUs ({info['cpu_count']} usable), tensorffi {info['version']} "
-        f"({info['simd']} SIMD, {info['build_flags']}), Python {platform.python_version()}, " + ", ".join(versions)
+        f"(CPU SIMD {info['simd']}, parser default {parse_simd}; {info['compiler']} {info['build_flags']}), "
+        f"Python {platform.python_version()}, " + ", ".join(versions)
     )
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f}"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="200,000 rows, 3 repeats, short data set only")
+    parser.add_argument("--quick", action="store_true", help="200,000 rows, 3 repeats")
     parser.add_argument("--rows", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--threads", type=int, default=None, help="threads for the all-cores run (default: all)")
+    parser.add_argument("--sets", default="g9,g17,short", help="comma-separated data sets: g9, g17, short")
+    parser.add_argument("--simd", default=None, help="comma-separated SIMD levels (default: all this CPU has)")
+    parser.add_argument("--peers", action="store_true", help="also pyarrow, polars and numpy.loadtxt")
+    parser.add_argument("--tiny-only", action="store_true")
     args = parser.parse_args()
     rows = args.rows or (200_000 if args.quick else 1_000_000)
     repeats = args.repeats or (3 if args.quick else 5)
     threads = args.threads or tensorffi.get_num_threads()
+    levels = args.simd.split(",") if args.simd else simd_levels()
 
-    print(f"Machine: {machine()}\n")
-    sets = [("short", True)] + ([] if args.quick else [("long", False)])
-    for name, full in sets:
+    print(f"Machine: {machine()}\n\nAt start: {load()}\n")
+    tiny(7)
+    if args.tiny_only:
+        print(f"At end: {load()}")
+        return 0
+    what = {
+        "g9": '%.9g float32 values, mixed magnitudes (np.savetxt fmt="%.9g")',
+        "g17": '%.17g float64 values (np.savetxt fmt="%.17g")',
+        "short": "0.ddddddd uniform values",
+    }
+    for name in args.sets.split(","):
         path = dataset(name, rows)
         size_mb = path.stat().st_size / 1e6
-        fns = methods(path, threads, full)
-        times = measure(fns, repeats, slow={"numpy.loadtxt"})
+        fns = methods(path, threads, levels, args.peers)
+        times, cpu = measure(fns, repeats, slow={"numpy.loadtxt"})
         med = {k: statistics.median(v) for k, v in times.items()}
-        ours_all = med[f"tensorffi.io.read_csv ({threads} threads)"]
-        ours_one = med["tensorffi.io.read_csv (1 thread)"]
-        what = "0.ddddddd uniform values" if name == "short" else "float64 repr values (17 digits)"
-        print(f"### {rows:,} rows x {COLS} columns, {what}: {size_mb:.0f} MB -> float32 tensor\n")
-        print("| method | median s | MB/s | runs | ratio vs tensorffi all threads | ratio vs tensorffi 1 thread |")
-        print("|---|---:|---:|---:|---:|---:|")
+        mcpu = {k: statistics.median(v) for k, v in cpu.items()}
+        pandas = med['pandas.read_csv(engine="c")']
+        pandas_cpu = mcpu['pandas.read_csv(engine="c")']
+        print(f"### {rows:,} rows x {COLS} columns, {what[name]}: {size_mb:.0f} MB -> float32 tensor ({load()})\n")
+        print("| method | median s | MB/s | runs | pandas / method | CPU s (1 thread) | pandas / method, CPU |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
         for k, v in med.items():
-            print(
-                f"| {k} | {v:.3f} | {size_mb / v:.0f} | {len(times[k])} | {v / ours_all:.2f}x | {v / ours_one:.2f}x |"
-            )
+            single = "1 thread" in k or k.startswith("pandas") or k.startswith("numpy")
+            c = f"{mcpu[k]:.3f} | {pandas_cpu / mcpu[k]:.2f}x" if single else "- | -"
+            print(f"| {k} | {v:.3f} | {size_mb / v:.0f} | {len(times[k])} | {pandas / v:.2f}x | {c} |")
         print()
+    print(f"At end: {load()}")
     return 0
 
 

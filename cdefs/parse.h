@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* parse: numeric CSV parsing. Mirrored from csrc/tensorffi.h (section "parse"). */
 
-/* Numeric CSV to tensors, in three calls (tensorffi/io.py drives them):
+/* Numeric CSV to tensors. Small inputs take one call (tf_parse_small_*, below); larger
+ * ones three (tensorffi/io.py drives them):
  *
  *   1. tf_parse_record tokenizes one record (the header, or the first data row) so
  *      Python can decide on the header and learn the number of columns;
@@ -25,7 +26,9 @@
  * Errors are TF_EPARSE with a message naming line, column and byte offset, and
  * errinfo = {offset, line, column, text_begin, text_end} (0-based byte offset, 1-based
  * line and column; the column counts UTF-8 characters; [text_begin, text_end) is the
- * offending token or record). NUL bytes and invalid UTF-8 are errors anywhere.
+ * offending token or record). NUL bytes and invalid UTF-8 are errors anywhere. An
+ * input that shrinks while it is read (a memory-mapped file truncated meanwhile: a
+ * fault inside [data, data + n)) is TF_EIO, not a crash.
  * fn(handle, done, total) is a tf_progress_fn (spelled out because that typedef comes
  * later in the build order): progress in bytes, called on the calling thread only; a
  * non-zero return stops the parse with TF_EINTERRUPTED. fn may be NULL. */
@@ -68,3 +71,32 @@ int tf_parse_fill_bf16(const uint8_t *data, int64_t n, int delimiter, int commen
                        int64_t nchunks, const int64_t *colmap, int64_t ncols_in, uint16_t *out, int64_t rows,
                        int64_t cols, double missing, int nthreads, int64_t *errinfo,
                       int (*fn)(void *handle, int64_t done, int64_t total), void *handle);
+
+/* Small inputs in one call (tensorffi/io.py uses it below a size threshold): the
+ * first record as tf_parse_record finds it becomes the header when header is 1, or
+ * when header is 2 ("auto") and some field is text and none is a number; then every
+ * record is parsed, in one pass on the calling thread, into out[rows][columns] with
+ * all columns kept and at most max_rows rows (max_rows < 0: no limit). out holds cap
+ * values: at least (n - data start + 1) suffice for any input, since every field but
+ * the last ends with its own delimiter or line end. meta (nmeta >= 10 int64) holds the
+ * bookkeeping, one buffer rather than three (this call is all fixed costs): meta[0..5)
+ * = info {rows, columns, 1 if the first record was the header, start of the first
+ * record (-1: none), start of the data}; meta[5..10) = errinfo; then the spans of the
+ * first record (header or data) as tf_parse_record writes them, for up to
+ * (nmeta - 10) / 3 fields. */
+int tf_parse_small_f32(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment,
+                       int header, int64_t max_rows, double missing, float *out, int64_t cap, int64_t *meta,
+                       int64_t nmeta);
+int tf_parse_small_f64(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment,
+                       int header, int64_t max_rows, double missing, double *out, int64_t cap, int64_t *meta,
+                       int64_t nmeta);
+int tf_parse_small_f16(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment,
+                       int header, int64_t max_rows, double missing, uint16_t *out, int64_t cap, int64_t *meta,
+                       int64_t nmeta);
+int tf_parse_small_bf16(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment,
+                        int header, int64_t max_rows, double missing, uint16_t *out, int64_t cap, int64_t *meta,
+                        int64_t nmeta);
+
+/* The SIMD level the parser runs at on this CPU (TF_SIMD_*), after the TENSORFFI_SIMD
+ * cap and the parser's own measured preference (see parse.c). */
+int tf_parse_simd(void);

@@ -9,9 +9,10 @@
 """
 from __future__ import annotations
 
-from . import core, errors, io, ops, physics, signal
+from . import cache, core, errors, io, ops, physics, signal
 from ._version import __version__
 from .bridge import Struct, strided
+from .handles import Handle, buffer
 from .byo import cache_dir, compile, load
 from .contract import parse_contract
 from .core import get_num_threads, info, set_num_threads
@@ -22,9 +23,12 @@ from .errors import (
     BuildError,
     CancelledError,
     ContractError,
+    DeclarationError,
     DeviceError,
+    HandleClosedError,
     DTypeError,
     LayoutError,
+    LibraryMismatchError,
     NativeError,
     ParseError,
     ShapeError,
@@ -47,9 +51,13 @@ __all__ = [
     "load",
     "compile",
     "cache_dir",
+    "cache",
     "Library",
     "Struct",
     "strided",
+    "Handle",
+    "buffer",
+    "HandleClosedError",
     "parse_contract",
     "TensorFFIError",
     "AllocationError",
@@ -61,7 +69,9 @@ __all__ = [
     "ShapeError",
     "ArgumentOverflowError",
     "ContractError",
+    "DeclarationError",
     "BuildError",
+    "LibraryMismatchError",
     "NativeError",
     "CancelledError",
     "ParseError",

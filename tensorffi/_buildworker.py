@@ -1,41 +1,585 @@
 # SPDX-License-Identifier: MIT
-"""Build one user module in a separate process: ``python -m tensorffi._buildworker SPEC DIR``.
+"""Build one user module: the compiler driver behind :func:`tensorffi.compile`.
 
-Run by :func:`tensorffi.compile`, so that the compiler's output can be captured and
-a failing build cannot disturb the calling process.
+The build runs in the calling process and imports nothing: cffi writes the C of the
+extension module (``make_c_source``, pure Python, no setuptools), and the C compiler
+is the only program run, with a private build folder as its working directory. No
+file of the caller's working directory is imported or executed, and torch is never
+touched. Steps:
+
+1. each user file (``sources``, the ``source`` string, the ``header``) is
+   preprocessed by the compiler with ``-MMD``: the dependency file lists every
+   non-system file the compiler read, which is what the cache key covers;
+2. the preprocessed text is scanned (:func:`tensorffi._decl.scan`) for the
+   functions each file defines; without a cdef, the exported ones (external
+   linkage, in the user's own files) and the types they need *are* the cdef;
+3. with a cdef (or a header), each file is compiled with the declared prototypes
+   appended after its own text, so a definition that disagrees with its
+   declaration is a compile error ("conflicting types"), never a heap overwrite;
+4. the cffi wrapper is compiled against the declarations (``-Werror`` for
+   pointer and integer mismatches), everything is linked, and the module is
+   dlopen'ed once with ``RTLD_NOW`` so that a declared function no file defines
+   is a :class:`~tensorffi.BuildError` naming it.
+
+Compiler messages keep the user's own file names and lines (line markers, and
+``#line 1 "<source>"`` for a ``source=`` string); build-folder paths are removed.
 """
 from __future__ import annotations
 
-import json
-import sys
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sysconfig
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping
 
-import cffi
+from ._decl import Declarations, Statement, parse_declarations, scan, system_includes
+from .errors import BuildError, DeclarationError
+from ._shims import abi_shim_cdef, has_array_params, shim_declarations
 
 
-def main(spec_path: str, outdir: str) -> int:
-    with open(spec_path) as f:
-        spec = json.load(f)
-    ffi = cffi.FFI()
-    ffi.cdef(spec["cdef"])
-    ffi.set_source(
-        spec["modname"],
-        spec["set_source"],
-        sources=spec["sources"],
-        include_dirs=spec["include_dirs"],
-        libraries=spec["libraries"],
-        library_dirs=spec["library_dirs"],
-        define_macros=[tuple(m) for m in spec["define_macros"]],
-        extra_compile_args=spec["extra_compile_args"],
-        extra_link_args=spec["extra_link_args"],
-    )
+@dataclass
+class Recipe:
+    """Everything a compile() call says about a module (paths are absolute)."""
+
+    name: str
+    cdef: str | None = None
+    header: str | None = None
+    source: str | None = None
+    source_name: str = "<source>"
+    sources: list[str] = field(default_factory=list)
+    preamble: str | None = None
+    include_dirs: list[str] = field(default_factory=list)
+    libraries: list[str] = field(default_factory=list)
+    library_dirs: list[str] = field(default_factory=list)
+    define_macros: list[list[Any]] = field(default_factory=list)
+    extra_compile_args: list[str] = field(default_factory=list)
+    extra_link_args: list[str] = field(default_factory=list)
+    depends: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def files(self) -> list[str]:
+        """The files this recipe names (their contents are part of its key)."""
+        out = list(self.sources) + list(self.depends)
+        if self.header:
+            out.append(self.header)
+        return out
+
+
+@dataclass
+class Built:
+    path: Path  # the module, in the build folder
+    modname: str
+    deps: dict[str, bytes]  # every file of the user's the compiler read (original path -> content)
+    system: dict[str, list[int]]  # system headers it read: path -> [size, mtime_ns]
+    cdef: str  # the declarations the module was built with
+    seconds: dict[str, float]
+
+
+# --------------------------------------------------------------------------- #
+# The compiler                                                                 #
+# --------------------------------------------------------------------------- #
+
+_identity: dict[str, str] = {}
+
+
+def compiler() -> list[str]:
+    """The C compiler command: ``$CC``, else the one Python was built with, else ``cc``."""
+    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    return shlex.split(cc)
+
+
+def compiler_identity() -> str:
+    """What identifies the compiler for the cache key: its command, the resolved binary
+    and that file's size and mtime (an upgrade changes them), and the environment
+    flags it honours. No process is started."""
+    cc = compiler()
+    env = "|".join(os.environ.get(k, "") for k in ("CC", "CFLAGS", "CPPFLAGS", "LDFLAGS"))
+    memo = _identity.get(env)
+    if memo is not None:
+        return memo
+    exe = shutil.which(cc[0]) if cc else None
+    if exe is None:
+        ident = f"{' '.join(cc)}|missing|{env}"
+    else:
+        real = os.path.realpath(exe)
+        st = os.stat(real)
+        ident = f"{' '.join(cc)}|{real}|{st.st_size}|{st.st_mtime_ns}|{env}"
+    _identity[env] = ident
+    return ident
+
+
+def _python_include() -> list[str]:
+    paths = sysconfig.get_paths()
+    out = [paths["include"]]
+    if paths.get("platinclude") and paths["platinclude"] != paths["include"]:
+        out.append(paths["platinclude"])
+    return out
+
+
+# Standard integer types the check may need to declare in a file that uses them
+# without including <stdint.h>: the compilers' own macros spell them.
+_STANDARD_TYPES = {
+    **{f"int{n}_t": f"__INT{n}_TYPE__" for n in (8, 16, 32, 64)},
+    **{f"uint{n}_t": f"__UINT{n}_TYPE__" for n in (8, 16, 32, 64)},
+    **{f"int_least{n}_t": f"__INT_LEAST{n}_TYPE__" for n in (8, 16, 32, 64)},
+    **{f"uint_least{n}_t": f"__UINT_LEAST{n}_TYPE__" for n in (8, 16, 32, 64)},
+    **{f"int_fast{n}_t": f"__INT_FAST{n}_TYPE__" for n in (8, 16, 32, 64)},
+    **{f"uint_fast{n}_t": f"__UINT_FAST{n}_TYPE__" for n in (8, 16, 32, 64)},
+    "intptr_t": "__INTPTR_TYPE__",
+    "uintptr_t": "__UINTPTR_TYPE__",
+    "intmax_t": "__INTMAX_TYPE__",
+    "uintmax_t": "__UINTMAX_TYPE__",
+    "size_t": "__SIZE_TYPE__",
+    "ptrdiff_t": "__PTRDIFF_TYPE__",
+    "wchar_t": "__WCHAR_TYPE__",
+    "char16_t": "__CHAR16_TYPE__",
+    "char32_t": "__CHAR32_TYPE__",
+    "bool": "_Bool",
+}
+
+
+class _Job:
+    """A compiler process started now and waited for later (the steps run in parallel)."""
+
+    def __init__(self, argv: list[str], cwd: Path, what: str) -> None:
+        self.argv = argv
+        self.what = what
+        self.proc = subprocess.Popen(
+            argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+
+    def wait(self) -> tuple[int, str]:
+        out, _ = self.proc.communicate()
+        return self.proc.returncode, out.decode("utf-8", "replace")
+
+
+def _start(argv: list[str], cwd: Path, what: str) -> _Job:
     try:
-        path = ffi.compile(tmpdir=outdir, verbose=False)
-    except Exception as exc:  # the compiler's own output is already on stderr
-        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    print(path)
-    return 0
+        return _Job(argv, cwd, what)
+    except OSError as exc:
+        raise BuildError(f"cannot run the C compiler {argv[0]!r} ({exc}); install gcc or clang, or set CC") from None
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+def _read_deps(path: Path, cwd: Path) -> list[str]:
+    """The prerequisites of a make rule written by ``-MMD -MF``."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return []
+    text = text.replace("\\\n", " ")
+    _, _, rest = text.partition(": ")
+    parts = re.findall(r"(?:\\ |[^\s])+", rest)
+    return [os.path.normpath(os.path.join(cwd, p.replace("\\ ", " ").replace("$$", "$"))) for p in parts]
+
+
+# --------------------------------------------------------------------------- #
+# The build                                                                    #
+# --------------------------------------------------------------------------- #
+
+
+def build(
+    recipe: Recipe,
+    workdir: Path,
+    module_name: Callable[[dict[str, bytes], dict[str, list[int]]], str],
+    files: Mapping[str, bytes] | None = None,
+) -> Built:
+    """Build ``recipe`` in the empty folder ``workdir``.
+
+    ``module_name(deps, system)`` names the extension module once the files the
+    compiler reads are known, so the name can be a hash of all of them: ``deps`` are
+    the user's files (path -> content), ``system`` the headers found in the
+    compiler's system directories (path -> [size, mtime_ns]; they are not carried by
+    handles, and an upgraded system header changes its fingerprint).
+
+    ``files`` (path -> content) rebuilds from carried text instead of the files at
+    those paths: they are written under ``workdir/m`` at their original paths, and
+    every path the compiler sees or reports is mapped back.
+    """
+    import cffi
+    from cffi import recompiler
+
+    timing: dict[str, float] = {}
+    t0 = time.perf_counter()
+    mirror = None
+    if files is not None:
+        mirror = workdir / "m"
+        for path, data in files.items():
+            dst = Path(str(mirror) + path)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(data)
+        for d in recipe.include_dirs:
+            Path(str(mirror) + d).mkdir(parents=True, exist_ok=True)
+
+    def here(path: str) -> str:
+        return str(mirror) + path if mirror is not None else path
+
+    def original(path: str) -> str:
+        m = str(mirror) + "/" if mirror is not None else None
+        return "/" + path[len(m):] if m is not None and path.startswith(m) else path
+
+    def clean(output: str) -> str:
+        if mirror is not None:
+            output = output.replace(str(mirror) + "/", "/")
+        return output.replace(str(workdir) + "/", "")
+
+    cc = compiler()
+    flags = ["-fPIC"]
+    for m in recipe.define_macros:
+        flags.append(f"-D{m[0]}" if len(m) < 2 or m[1] is None else f"-D{m[0]}={m[1]}")
+    flags += [f"-I{here(d)}" for d in recipe.include_dirs]
+    flags += list(recipe.extra_compile_args)
+    flags += shlex.split(os.environ.get("CPPFLAGS", "")) + shlex.split(os.environ.get("CFLAGS", ""))
+    if mirror is not None:
+        flags.append(f"-ffile-prefix-map={mirror}/=/")
+
+    # 1. preprocess every user file (with its dependency list), in parallel
+    units: list[tuple[str, str]] = []  # (path the compiler reads, name in messages)
+    for s in recipe.sources:
+        units.append((here(s), s))
+    if recipe.source is not None:
+        # A source string sees <stdint.h> and <stddef.h>, and with a cdef the
+        # declarations (or the preamble) first, as cffi's own set_source() would:
+        # so a definition that disagrees with its declaration cannot compile.
+        inline = workdir / "source.c"
+        name = recipe.source_name.replace("\\", "\\\\").replace('"', '\\"')
+        prefix = "#include <stdint.h>\n#include <stddef.h>\n"
+        if recipe.cdef is not None:
+            prefix += (recipe.preamble if recipe.preamble is not None else recipe.cdef) + "\n"
+        inline.write_text(f'{prefix}#line 1 "{name}"\n{recipe.source}\n')
+        units.append((str(inline), recipe.source_name))
+    probe = _start(cc + flags + ["-E", "-dM", "-v", "-x", "c", os.devnull], workdir, "predefined macros")
+    jobs = []
+    for k, (path, _) in enumerate(units):
+        jobs.append(_start(cc + flags + ["-E", "-MD", "-MF", f"u{k}.d", "-MT", "x", path, "-o", f"u{k}.i"], workdir, path))
+    header_job = None
+    if recipe.header:
+        header_job = _start(
+            cc + flags + ["-E", "-MD", "-MF", "h.d", "-MT", "x", "-x", "c", here(recipe.header), "-o", "h.i"], workdir, recipe.header
+        )
+    preamble_job = None
+    if recipe.preamble is not None:
+        # only for its dependencies: the headers a preamble includes are part of the key
+        (workdir / "preamble.c").write_text(recipe.preamble + "\n")
+        isystem = [a for p in _python_include() for a in ("-isystem", p)]
+        preamble_job = _start(
+            cc + flags + isystem + ["-E", "-MD", "-MF", "p.d", "-MT", "x", "preamble.c", "-o", "p.i"], workdir, "preamble"
+        )
+    failures = []
+    rc, out = probe.wait()
+    predefined = dict(re.findall(r"^#define (\w+) (.*)$", out, re.M)) if rc == 0 else {}
+    search = _search_dirs(out)
+    for job in jobs + [j for j in (header_job, preamble_job) if j is not None]:
+        rc, out = job.wait()
+        if rc != 0:
+            failures.append(clean(out))
+    if failures:
+        raise BuildError(f"compiling {recipe.name} failed:\n" + "\n".join(failures).strip(), "\n".join(failures))
+    dep_files = [f"u{k}.d" for k in range(len(units))] + (["h.d"] if header_job else []) + (["p.d"] if preamble_job else [])
+    # the user's files (content) and the system headers (fingerprint) the compiler read
+    user_dirs = {os.path.normpath(here(d)) for d in recipe.include_dirs}
+    system_dirs = [d for d in search if d not in user_dirs] + [os.path.normpath(p) for p in _python_include()]
+    deps: dict[str, bytes] = {}
+    system: dict[str, list[int]] = {}
+    for d in dep_files:
+        for p in _read_deps(workdir / d, workdir):
+            if mirror is not None and p.startswith(str(mirror) + "/"):
+                deps[original(p)] = Path(p).read_bytes()
+            elif p.startswith(str(workdir) + "/"):
+                continue
+            elif any(p.startswith(sd + "/") for sd in system_dirs):
+                st = os.stat(p)
+                system[p] = [st.st_size, st.st_mtime_ns]
+            else:
+                deps[p] = Path(p).read_bytes()
+    for f in recipe.files():
+        if f not in deps:
+            deps[f] = Path(here(f)).read_bytes()
+    deps = dict(sorted(deps.items()))
+    system = dict(sorted(system.items()))
+    modname = module_name(deps, system)
+    timing["preprocess"] = time.perf_counter() - t0
+
+    # 2. what each file defines; the cdef
+    scans: list[list[Statement]] = []
+    for k, (path, _) in enumerate(units):
+        text = (workdir / f"u{k}.i").read_text(errors="replace")
+        statements = scan(text)
+        _map_files(statements, original)
+        scans.append(statements)
+    header_statements: list[Statement] = []
+    if recipe.header:
+        header_statements = scan((workdir / "h.i").read_text(errors="replace"))
+        _map_files(header_statements, original)
+
+    derived_preamble: str | None = None
+    if recipe.cdef is not None:
+        cdef = recipe.cdef
+    elif recipe.header:
+        exported = _unique([s for s in header_statements if s.user and s.kind == "prototype" and not s.static])
+        if not exported:
+            raise DeclarationError(f"{recipe.header}: declares no function (with external linkage)", file=recipe.header)
+        opaque, body = _derive(header_statements, exported)
+        cdef = opaque + body
+        derived_preamble = None  # the wrapper includes the header itself
+    else:
+        exported = _unique([s for st in scans for s in st if s.user and s.kind == "function" and not s.static])
+        if not exported:
+            where = ", ".join(n for _, n in units) or "no file"
+            raise DeclarationError(
+                f"{where}: defines no function with external linkage to bind (static functions are private to their file)",
+                file=units[0][1] if units else "",
+            )
+        opaque, body = _derive([s for st in scans for s in st], exported)
+        cdef = opaque + body
+        includes = []
+        for k in range(len(units)):
+            for path in system_includes((workdir / f"u{k}.i").read_text(errors="replace")):
+                line = f"#include {_include_name(path, search)}"
+                if line not in includes:
+                    includes.append(line)
+        derived_preamble = "\n".join(includes) + "\n" + body
+    if recipe.cdef is None:
+        _check_names(exported)
+    try:
+        decls = parse_declarations(cdef)
+    except DeclarationError as exc:
+        if recipe.cdef is not None or recipe.source is None:
+            raise
+        from ._decl import declaration_error
+
+        first = str(exc).split("\n")[0].replace(" cannot read the declarations:", "")
+        raise declaration_error(first, "", texts={recipe.source_name: recipe.source}) from None
+    timing["scan"] = time.perf_counter() - t0 - timing["preprocess"]
+
+    # 3. compile each user file with the declarations it must agree with appended
+    declared_here: list[Statement] = []
+    if recipe.cdef is not None:
+        declared_here = scan(_cdef_as_c(recipe.cdef))
+    elif recipe.header:
+        declared_here = header_statements
+    compile_jobs = []
+    for k, (path, _) in enumerate(units):
+        checked = workdir / f"u{k}.check.i"
+        text = (workdir / f"u{k}.i").read_text(errors="replace")
+        inline_with_cdef = recipe.source is not None and recipe.cdef is not None and k == len(units) - 1
+        if declared_here and not inline_with_cdef:
+            text += _agreement_check(scans[k], declared_here, decls, predefined)
+        checked.write_text(text)
+        compile_jobs.append(_start(cc + flags + ["-c", "-x", "cpp-output", checked.name, "-o", f"u{k}.o"], workdir, path))
+
+    # 4. the cffi wrapper
+    shim_decls = [d for d in decls.functions.values() if has_array_params(d) and not d.variadic]
+    shims = [shim_declarations(d) for d in shim_decls]
+    if recipe.preamble is not None:
+        preamble = recipe.preamble
+    elif recipe.header:  # the wrapper is compiled against the real header (a cdef that disagrees fails)
+        preamble = f'#include "{here(recipe.header)}"'
+    elif derived_preamble is not None:
+        preamble = derived_preamble
+    else:
+        preamble = cdef
+    preamble += '\n# 1 "<tensorffi wrapper>"\n'  # what follows is generated: not the user's lines
+    ffi = cffi.FFI()
+    try:
+        ffi.cdef(cdef + "\n" + "\n".join(c for c, _ in shims))
+    except Exception as exc:  # cffi.CDefError, cffi.FFIError
+        from ._decl import declaration_error
+
+        raise declaration_error(str(exc), cdef) from None
+    wrapper = workdir / "module.c"
+    recompiler.make_c_source(ffi, modname, preamble + "\n" + "\n".join(d for _, d in shims) + "\n", str(wrapper))
+    strict = ["-Werror=implicit-function-declaration", "-Werror=incompatible-pointer-types", "-Werror=int-conversion"]
+    isystem = [a for p in _python_include() for a in ("-isystem", p)]
+    compile_jobs.append(_start(cc + flags + isystem + strict + ["-c", "module.c", "-o", "module.o"], workdir, "module.c"))
+    failures = []
+    for job in compile_jobs:
+        rc, out = job.wait()
+        if rc != 0:
+            failures.append(clean(out) if job.what != "module.c" else _wrapper_failure(clean(out)))
+    if failures:
+        output = "\n".join(failures).strip()
+        clash = sorted(set(re.findall(r"conflicting types for [\u2018'\"](\w+)[\u2019'\"]", output)))
+        lead = f"compiling {recipe.name} failed:"
+        if clash:
+            lead = (
+                f"compiling {recipe.name} failed: the declaration of {', '.join(clash)} does not match "
+                f"its definition (calling through a wrong declaration would corrupt memory):"
+            )
+        raise BuildError(lead + "\n" + output, output)
+    timing["compile"] = time.perf_counter() - t0 - timing["preprocess"] - timing["scan"]
+
+    # 5. link, and resolve every symbol now
+    so = workdir / (modname + ".so")
+    objs = [f"u{k}.o" for k in range(len(units))] + ["module.o"]
+    link = cc + ["-shared", *objs, "-o", so.name]
+    link += [f"-L{d}" for d in recipe.library_dirs] + [f"-l{lib}" for lib in recipe.libraries]
+    link += list(recipe.extra_link_args) + shlex.split(os.environ.get("LDFLAGS", ""))
+    rc, out = _start(link, workdir, "link").wait()
+    if rc != 0:
+        raise BuildError(f"linking {recipe.name} failed:\n{clean(out).strip()}", clean(out))
+    _check_symbols(so, decls, recipe, [n for _, n in units])
+    timing["link"] = time.perf_counter() - t0 - timing["preprocess"] - timing["scan"] - timing["compile"]
+
+    return Built(so, modname, deps, system, cdef, timing)
+
+
+def _search_dirs(verbose_output: str) -> list[str]:
+    """The compiler's ``#include <...>`` search list, from ``cc -v`` output."""
+    m = re.search(r"#include <\.\.\.> search starts here:\n(.*?)\nEnd of search list", verbose_output, re.S)
+    if not m:
+        return []
+    dirs = []
+    for line in m.group(1).splitlines():
+        line = line.strip()
+        if line.endswith("(framework directory)"):
+            continue
+        dirs.append(os.path.normpath(line))
+    return dirs
+
+
+def _include_name(path: str, search: list[str]) -> str:
+    """``<sys/types.h>`` for /usr/include/sys/types.h: how C names a system header."""
+    for d in search:
+        if path.startswith(d + "/"):
+            return f"<{path[len(d) + 1:]}>"
+    return '"' + path.replace('"', '\\"') + '"'
+
+
+def _check_names(exported: list[Statement]) -> None:
+    """Names Python and cffi can bind: ASCII C identifiers."""
+    for s in exported:
+        if not (s.name.isascii() and s.name.isidentifier()):
+            shown = s.name.encode().decode("unicode_escape") if "\\" in s.name else s.name
+            raise DeclarationError(
+                f"{s.file}:{s.line}: function {shown!r} cannot be bound: names must be ASCII C identifiers "
+                f"(make it static, or rename it)",
+                file=s.file, line=s.line, column=s.tokens[0].col,
+            )
+
+
+def _map_files(statements: list[Statement], original: Any) -> None:
+    for s in statements:
+        if s.tokens and s.tokens[0].file.startswith("/"):
+            s.tokens = [t if not t.file.startswith("/") else replace(t, file=original(t.file)) for t in s.tokens]
+
+
+def _unique(statements: list[Statement]) -> list[Statement]:
+    seen: set[str] = set()
+    out = []
+    for s in statements:
+        if s.name and s.name not in seen:
+            seen.add(s.name)
+            out.append(s)
+    return out
+
+
+def _derive(statements: list[Statement], exported: list[Statement]) -> str:
+    from ._decl import derive_cdef
+
+    return derive_cdef(statements, exported)
+
+
+def _cdef_as_c(cdef: str) -> str:
+    """A cdef as the scanner reads it: comments and directives other than line markers
+    removed, a marker naming it ``<cdef>``."""
+    from ._decl import _clean
+
+    return '# 1 "<cdef>"\n' + _clean(cdef)
+
+
+def _agreement_check(unit: list[Statement], declared: list[Statement], decls: Declarations, predefined: Mapping[str, str]) -> str:
+    """C appended to a preprocessed user file: the declared prototype of each function
+    the file defines, after any declared types (and standard integer types) the file
+    does not declare itself. A mismatch is then "conflicting types" at compile time."""
+    defined = {s.name for s in unit if s.kind == "function" and s.user and not s.static and s.name in decls.functions}
+    if not defined:
+        return ""
+    known: set[str] = set()
+    for s in unit:
+        known |= s.defines
+    types = {}
+    for s in declared:
+        if s.kind == "type":
+            for d in s.defines:
+                types.setdefault(d, s)
+    out: list[str] = ["\n"]
+    added: set[int] = set()
+    for s in declared:
+        if s.kind != "prototype" or s.name not in defined:
+            continue
+        extra: list[str] = []
+        ok = True
+        todo = list(s.uses - {s.name})
+        seen: set[str] = set()
+        while todo:
+            name = todo.pop()
+            if name in seen or name in known:
+                continue
+            seen.add(name)
+            if name in types:
+                t = types[name]
+                if any(tok.text == "..." for tok in t.tokens):
+                    ok = False  # cffi's "..." is not C: this one cannot be checked here
+                    break
+                if id(t) not in added:
+                    extra.append(t.text())
+                    added.add(id(t))
+                    todo.extend(t.uses)
+            elif name in _STANDARD_TYPES and predefined.get(_STANDARD_TYPES[name], _STANDARD_TYPES[name] if name == "bool" else ""):
+                spelled = predefined.get(_STANDARD_TYPES[name], _STANDARD_TYPES[name])
+                extra.append(f"typedef {spelled} {name};")
+                known.add(name)
+            elif _is_parameter_name(name, s):
+                continue
+            else:
+                ok = False
+                break
+        if ok:
+            out.extend(extra)
+            out.append(s.text())
+    return "\n".join(out) + "\n"
+
+
+def _is_parameter_name(name: str, s: Statement) -> bool:
+    """A name in a prototype that is not a type (parameter names)."""
+    toks = s.tokens
+    for i, t in enumerate(toks):
+        if t.text == name and i + 1 < len(toks) and toks[i + 1].text in (",", ")", "["):
+            return True
+    return False
+
+
+def _wrapper_failure(output: str) -> str:
+    return (
+        "the declarations do not match the code they bind (in the generated wrapper module.c, which "
+        "includes your preamble or header):\n" + output
+    )
+
+
+def _check_symbols(so: Path, decls: Declarations, recipe: Recipe, units: list[str]) -> None:
+    """dlopen the module with every symbol resolved now: a declared function that no
+    file defines (and no library provides) is named, instead of an ImportError later."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(str(so), mode=os.RTLD_NOW | os.RTLD_LOCAL)
+    except OSError as exc:
+        m = re.search(r"undefined symbol: (\w+)", str(exc))
+        if m and m.group(1) in decls.functions:
+            fn = decls.functions[m.group(1)]
+            where = ", ".join(units) or "the sources"
+            libs = f" nor in the libraries {recipe.libraries}" if recipe.libraries else ""
+            raise BuildError(
+                f"function {fn.name!r} is declared ({fn.file}:{fn.line}) but defined in none of {where}{libs}"
+            ) from None
+        raise BuildError(f"the module built for {recipe.name} cannot be loaded: {exc}") from None
+
+
+__all__ = ["Recipe", "Built", "build", "compiler", "compiler_identity"]

@@ -11,8 +11,18 @@ from __future__ import annotations
 import copy
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 
 from pycparser import c_ast, c_generator, c_parser
+
+try:
+    from .errors import DeclarationError
+except ImportError:  # loaded on its own by build_ffi.py, before the package is built
+
+    class DeclarationError(ValueError):  # type: ignore[no-redef]
+        def __init__(self, message: str, *, file: str = "<cdef>", line: int = 0, column: int = 0, text: str = "") -> None:
+            super().__init__(message)
+            self.file, self.line, self.column, self.text = file, line, column, text
 
 # Types cffi knows without a declaration; pycparser needs them spelled out. The
 # typedef targets only matter for classification (see ELEMENT_DTYPES).
@@ -33,6 +43,27 @@ _BUILTIN_TYPEDEFS = {
     "bool": "_Bool",
     "wchar_t": "int",
     "FILE": "struct _IO_FILE",
+    # the rest of the types cffi knows without a declaration (x86-64 Linux sizes)
+    "intmax_t": "long",
+    "uintmax_t": "unsigned long",
+    "int_least8_t": "signed char",
+    "uint_least8_t": "unsigned char",
+    "int_least16_t": "short",
+    "uint_least16_t": "unsigned short",
+    "int_least32_t": "int",
+    "uint_least32_t": "unsigned int",
+    "int_least64_t": "long long",
+    "uint_least64_t": "unsigned long long",
+    "int_fast8_t": "signed char",
+    "uint_fast8_t": "unsigned char",
+    "int_fast16_t": "long",
+    "uint_fast16_t": "unsigned long",
+    "int_fast32_t": "long",
+    "uint_fast32_t": "unsigned long",
+    "int_fast64_t": "long",
+    "uint_fast64_t": "unsigned long",
+    "char16_t": "unsigned short",
+    "char32_t": "unsigned int",
 }
 
 # C element type (after typedefs) -> canonical dtype name. ``char`` is bytes.
@@ -99,6 +130,8 @@ class CType:
     is_struct: bool  # innermost type is a struct/union (by name or typedef)
     is_function_pointer: bool = False
     is_array: bool = False
+    #: function pointers: the pointee's parameters and result (a CFunction named "")
+    signature: "CFunction | None" = field(default=None, compare=False)
 
     @property
     def dtype(self) -> str | None:
@@ -142,6 +175,8 @@ class CFunction:
     result: CType
     variadic: bool = False
     text: str = ""  # the declaration, regenerated
+    file: str = "<cdef>"  # where it was declared (a cdef, or the user's header or source)
+    line: int = 0
 
 
 @dataclass
@@ -153,29 +188,89 @@ class Declarations:
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _EXTERN_PY = re.compile(r'extern\s+"Python(?:[^"]*)"\s*')
-_DIRECTIVE = re.compile(r"^\s*#[^\n]*$", re.M)
+_LINE_MARKER = re.compile(r'^[ \t]*#[ \t]*(?:line[ \t]+)?\d+(?:[ \t]+"(?:[^"\\\n]|\\.)*")?[ \t\d]*$', re.M)
+_DIRECTIVE = re.compile(r"^[ \t]*#[^\n]*$", re.M)
 _ELLIPSIS_FIELD = re.compile(r"\.\.\.\s*;")
 
 
+def _blank(match: re.Match[str]) -> str:
+    """A comment or directive replaced by as many newlines: line numbers stay right."""
+    return " " + "\n" * match.group(0).count("\n")
+
+
 def _clean(cdef: str) -> str:
-    text = _COMMENT.sub(" ", cdef)
-    text = _DIRECTIVE.sub("", text)
+    text = _COMMENT.sub(_blank, cdef)
+    text = _DIRECTIVE.sub(lambda m: m.group(0) if _LINE_MARKER.fullmatch(m.group(0)) else "", text)
     text = _EXTERN_PY.sub("", text)
+    text = re.sub(r"typedef\s+\.\.\.\s+(\w+)\s*;", r"typedef struct \1 \1;", text)  # cffi's opaque type
     text = _ELLIPSIS_FIELD.sub("", text)  # cffi's "struct { ...; }"
     text = re.sub(r"\[\s*\.\.\.\s*\]", "[]", text)  # cffi's "int a[...]"
     return text
 
 
+_ERROR_AT = re.compile(r"^(?P<file>.*?):(?P<line>\d+)(?::(?P<col>\d+))?:\s*(?P<msg>.*)$", re.S)
+
+
+def declaration_error(
+    message: str, source: str, default_file: str = "<cdef>", texts: "dict[str, str] | None" = None
+) -> DeclarationError:
+    """A :class:`DeclarationError` from a pycparser/cffi message ``file:line:col: what``;
+    the offending line is quoted when ``file`` is the text given in ``source``
+    (``"<cdef>"``) or a file that can be read."""
+    text = message.strip().splitlines()[-1] if message.strip() else message
+    m = _ERROR_AT.match(text)
+    if m is None:
+        return DeclarationError(f"{default_file}: cannot read the declarations: {message.strip()}", file=default_file)
+    file, line, col, what = m["file"], int(m["line"]), int(m["col"] or 0), m["msg"]
+    what = re.sub(r"^before: (.*)$", r"syntax error before '\1'", what)
+    what = re.sub(r"^Illegal character (.*)$", r"illegal character \1 (names must be ASCII C identifiers)", what)
+    lines: list[str] = []
+    if file == default_file:
+        lines = source.splitlines()
+    elif texts and file in texts:
+        lines = texts[file].splitlines()
+    else:
+        try:
+            with open(file, encoding="utf-8", errors="replace") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            pass
+    quoted = lines[line - 1] if 0 < line <= len(lines) else ""
+    msg = f"{file}:{line}:{col}: cannot read the declarations: {what}"
+    if quoted:
+        msg += "\n    " + quoted + ("\n    " + " " * (col - 1) + "^" if col else "")
+    if "syntax error" in what and quoted and col:
+        words = re.findall(r"[A-Za-z_]\w*", quoted[: col - 1])
+        prev = words[-1] if words else ""  # the name just before the token the parser choked on
+        if prev and prev not in C_KEYWORDS and prev not in _BUILTIN_TYPEDEFS:
+            msg += (
+                f"\n(is '{prev}' meant as a type? Only the standard C types (int64_t, size_t, ...) and types "
+                f"declared earlier are known: declare it first, e.g. 'typedef struct {prev} {prev};')"
+            )
+    return DeclarationError(msg, file=file, line=line, column=col, text=quoted)
+
+
 def parse_declarations(cdef: str) -> Declarations:
-    """Parse a cffi cdef (plain C declarations, plus cffi's small extensions)."""
-    prelude = "".join(f"typedef {target} {name};\n" for name, target in _BUILTIN_TYPEDEFS.items())
+    """Parse a cffi cdef (plain C declarations, plus cffi's small extensions).
+
+    Errors are :class:`~tensorffi.errors.DeclarationError` with the line and column in
+    ``cdef`` (or in the file a ``# line "file"`` marker names).
+    """
     text = _clean(cdef)
     # Skip names the user typedefs themselves.
     user_typedefs = set(re.findall(r"typedef[^;]*?\b(\w+)\s*;", text))
+    # Only the built-in names the text mentions: parsing the prelude is most of the
+    # cost of a small cdef (and of re-opening a cached module).
+    words = set(re.findall(r"\w+", text))
     prelude = "".join(
-        f"typedef {target} {name};\n" for name, target in _BUILTIN_TYPEDEFS.items() if name not in user_typedefs
+        f"typedef {target} {name};\n"
+        for name, target in _BUILTIN_TYPEDEFS.items()
+        if name in words and name not in user_typedefs
     )
-    ast = c_parser.CParser().parse(prelude + text, filename="<cdef>")
+    try:
+        ast = c_parser.CParser().parse(prelude + '# 1 "<cdef>"\n' + text, filename="<cdef>")
+    except c_parser.ParseError as exc:
+        raise declaration_error(str(exc), cdef) from None
     decls = Declarations()
     gen = c_generator.CGenerator()
     for node in ast.ext:
@@ -224,7 +319,16 @@ def _function(node: c_ast.Decl, decls: Declarations, gen: c_generator.CGenerator
         name = getattr(p, "name", None) or f"arg{i}"
         params.append(CParam(name, _ctype(p.type, decls), _named_decl(p.type, gen)))
     result = _ctype(fdecl.type, decls)
-    return CFunction(node.name, tuple(params), result, variadic, gen.visit(node))
+    coord = node.coord
+    return CFunction(
+        node.name,
+        tuple(params),
+        result,
+        variadic,
+        gen.visit(node),
+        file=getattr(coord, "file", None) or "<cdef>",
+        line=getattr(coord, "line", 0) or 0,
+    )
 
 
 def _is_void(node: c_ast.Node) -> bool:
@@ -247,7 +351,8 @@ def _ctype(node: c_ast.Node, decls: Declarations) -> CType:
         depth += 1
         cur = cur.type
     if isinstance(cur, c_ast.FuncDecl):
-        return CType(text, depth, "function", "function", False, False, is_function_pointer=True)
+        return CType(text, depth, "function", "function", False, False, is_function_pointer=True,
+                     signature=_signature(cur, decls))
     assert isinstance(cur, c_ast.TypeDecl), cur
     const = "const" in (cur.quals or [])
     inner = cur.type
@@ -267,7 +372,35 @@ def _ctype(node: c_ast.Node, decls: Declarations) -> CType:
         is_struct,
         is_function_pointer=is_fp,
         is_array=is_array,
+        signature=_typedef_signature(base, decls) if is_fp else None,
     )
+
+
+def _signature(node: c_ast.FuncDecl, decls: Declarations) -> CFunction:
+    """The parameters and result of a function type (a function pointer's pointee)."""
+    params: list[CParam] = []
+    variadic = False
+    gen = c_generator.CGenerator()
+    for i, p in enumerate(node.args.params if node.args else ()):
+        if isinstance(p, c_ast.EllipsisParam):
+            variadic = True
+            continue
+        if isinstance(p, c_ast.Typename) and _is_void(p.type):
+            continue
+        name = getattr(p, "name", None) or f"arg{i}"
+        params.append(CParam(name, _ctype(p.type, decls), _named_decl(p.type, gen)))
+    return CFunction("", tuple(params), _ctype(node.type, decls), variadic)
+
+
+def _typedef_signature(name: str, decls: Declarations, seen: int = 0) -> CFunction | None:
+    node = decls.typedefs.get(name)
+    while isinstance(node, c_ast.PtrDecl):
+        node = node.type
+    if isinstance(node, c_ast.FuncDecl):
+        return _signature(node, decls)
+    if isinstance(node, c_ast.TypeDecl) and isinstance(node.type, c_ast.IdentifierType) and seen < 32:
+        return _typedef_signature(" ".join(node.type.names), decls, seen + 1)
+    return None
 
 
 def _named_decl(node: c_ast.Node, gen: c_generator.CGenerator) -> str:
@@ -311,3 +444,441 @@ def _resolve(name: str, decls: Declarations, seen: int = 0) -> tuple[str, bool, 
         return "int", False, False, depth
     r, s, f, d = _resolve(" ".join(inner.names), decls, seen + 1)
     return r, s, f, d + depth
+
+
+# --------------------------------------------------------------------------- #
+# Declarations read from the user's C (preprocessed by the compiler)           #
+# --------------------------------------------------------------------------- #
+#
+# compile() without a cdef reads the declarations from the user's sources: the
+# compiler preprocesses each file (so macros, includes and conditionals are the
+# compiler's own), and this scanner walks the top level of the result. The line
+# markers the preprocessor leaves (`# 12 "k.h" 2 3`) say which file each statement
+# came from and whether that file is a system header (flag 3): only statements from
+# the user's own files are taken. Function bodies are skipped by brace matching;
+# the text of each declaration is re-emitted with a line marker, so cffi, pycparser
+# and the compiler all report problems at the user's own file and line.
+
+_TOKEN = re.compile(
+    r"""
+    (?P<marker>^\#[ \t]*(?:line[ \t]+)?(?P<mline>\d+)(?:[ \t]+"(?P<mfile>(?:[^"\\\n]|\\.)*)")?(?P<mflags>[ \t\d]*)$)
+  | (?P<directive>^\#[^\n]*$)
+  | (?P<nl>\n)
+  | (?P<ws>[ \t\r\f\v]+)
+  | (?P<comment>//[^\n]*|/\*.*?\*/)
+  | (?P<str>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
+  | (?P<ident>(?:[^\W\d]|\\u[0-9a-fA-F]{4}|\\U[0-9a-fA-F]{8})(?:\w|\\u[0-9a-fA-F]{4}|\\U[0-9a-fA-F]{8})*|\$)
+  | (?P<num>\.?\d(?:[eEpP][+-]|[\w.])*)
+  | (?P<punct>\.\.\.|->|.)
+    """,
+    re.M | re.S | re.X,
+)
+
+# Tokens dropped from declarations before cffi sees them (GNU spellings, function
+# specifiers), and groups dropped with their parenthesised argument.
+_DROP = {
+    "__extension__", "inline", "__inline", "__inline__", "_Noreturn", "__restrict", "__restrict__",
+    "restrict", "extern", "__thread", "_Thread_local",
+}
+_DROP_GROUP = {"__attribute__", "__attribute", "__declspec", "__asm__", "__asm", "asm", "_Alignas", "__alignas"}
+_RENAME = {"__const": "const", "__const__": "const", "__signed__": "signed", "__signed": "signed",
+           "__volatile__": "volatile", "__volatile": "volatile"}
+_STORAGE = {"typedef", "extern", "static", "auto", "register", "inline", "__inline", "__inline__", "_Noreturn",
+            "__extension__", "_Thread_local", "__thread"}
+_QUALIFIERS = {"const", "volatile", "restrict", "__restrict", "__restrict__", "__const", "_Atomic", "__volatile__"}
+_TYPE_KEYWORDS = {"void", "char", "short", "int", "long", "float", "double", "signed", "unsigned", "_Bool",
+                  "_Complex", "__int128", "__signed__", "_Float16", "_Float32", "_Float64", "_Float128",
+                  "_Float32x", "_Float64x", "__fp16", "__bf16", "_Decimal32", "_Decimal64", "_Decimal128"}
+C_KEYWORDS = _STORAGE | _QUALIFIERS | _TYPE_KEYWORDS | {
+    "struct", "union", "enum", "sizeof", "return", "if", "else", "for", "while", "do", "switch", "case",
+    "default", "break", "continue", "goto", "typeof", "__typeof__", "__typeof", "_Alignof", "__alignof__",
+    "_Static_assert", "_Generic"}
+
+
+@dataclass(frozen=True)
+class Token:
+    text: str
+    file: str
+    line: int
+    col: int
+    system: bool = False  # the preprocessor's marker flagged this stretch as a system header
+
+
+@dataclass
+class Statement:
+    """One top-level declaration or function definition of a preprocessed file."""
+
+    kind: str  # "function" (a definition), "prototype", "type" or "other"
+    tokens: list[Token]
+    user: bool  # from the user's own files (not a system header)
+    name: str = ""  # the function's name (function, prototype)
+    static: bool = False
+    defines: frozenset[str] = frozenset()  # typedef names and struct/union/enum tags it declares
+    uses: frozenset[str] = frozenset()  # identifiers it mentions
+
+    @property
+    def file(self) -> str:
+        return self.tokens[0].file
+
+    @property
+    def line(self) -> int:
+        return self.tokens[0].line
+
+    def text(self) -> str:
+        """The declaration as C (a prototype for a definition), with a line marker."""
+        return f'# {self.line} "{_escape(self.file)}"\n' + _render(self.tokens) + ";"
+
+
+def _escape(path: str) -> str:
+    return path.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _render(tokens: list[Token]) -> str:
+    out: list[str] = []
+    for t in tokens:
+        if out and (t.text[0].isalnum() or t.text[0] in "_$") and (out[-1][-1].isalnum() or out[-1][-1] in "_$"):
+            out.append(" ")
+        elif out and t.text not in ",;)]" and out[-1] not in "([":
+            out.append(" ")
+        out.append(t.text)
+    return "".join(out)
+
+
+def tokenize(text: str) -> list[Token]:
+    """The tokens of preprocessed C, each with the file and line the markers give it,
+    and whether the marker flags that stretch as a system header (flag 3 belongs to
+    the marker, not the file: a system macro expanded in a user file is flagged)."""
+    tokens: list[Token] = []
+    file, line, line_start = "<unknown>", 1, 0
+    system = False
+    for m in _TOKEN.finditer(text):
+        kind = m.lastgroup
+        if kind == "nl":
+            line += 1
+            line_start = m.end()
+        elif kind == "marker":
+            if m["mfile"] is not None:
+                file = bytes(m["mfile"], "utf-8").decode("unicode_escape") if "\\" in m["mfile"] else m["mfile"]
+            system = "3" in (m["mflags"] or "").split()
+            line = int(m["mline"]) - 1  # the marker's own newline follows
+        elif kind in ("ws", "comment", "directive"):
+            if kind == "comment":
+                n = m.group(0).count("\n")
+                if n:
+                    line += n
+                    line_start = m.start() + m.group(0).rfind("\n") + 1
+        else:
+            tokens.append(Token(m.group(0), file, line, m.start() - line_start + 1, system))
+    return tokens
+
+
+def _strip_gnu(tokens: list[Token]) -> list[Token]:
+    out: list[Token] = []
+    i = 0
+    while i < len(tokens):
+        t = tokens[i]
+        if t.text in _DROP_GROUP:
+            i += 1
+            if i < len(tokens) and tokens[i].text == "(":
+                depth = 0
+                while i < len(tokens):
+                    depth += tokens[i].text == "("
+                    depth -= tokens[i].text == ")"
+                    i += 1
+                    if depth == 0:
+                        break
+            continue
+        if t.text in _DROP:
+            i += 1
+            continue
+        if t.text in _RENAME:
+            t = Token(_RENAME[t.text], t.file, t.line, t.col)
+        out.append(t)
+        i += 1
+    return out
+
+
+def _declared_names(tokens: list[Token]) -> list[str]:
+    """The names a declaration declares (one per declarator), by the C grammar's
+    shape: specifiers (keywords, struct bodies, at most one typedef name), then
+    declarators whose first free identifier is the name."""
+    names: list[str] = []
+    i, n = 0, len(tokens)
+    have_type = False
+    # specifiers
+    while i < n:
+        t = tokens[i].text
+        if t in _STORAGE or t in _QUALIFIERS:
+            i += 1
+        elif t in _TYPE_KEYWORDS:
+            have_type = True
+            i += 1
+        elif t in ("struct", "union", "enum"):
+            have_type = True
+            i += 1
+            if i < n and _is_ident(tokens[i].text):
+                i += 1
+            if i < n and tokens[i].text == "{":
+                i = _skip_group(tokens, i, "{", "}")
+        elif t in ("typeof", "__typeof__", "__typeof", "_Atomic") and i + 1 < n and tokens[i + 1].text == "(":
+            have_type = True
+            i = _skip_group(tokens, i + 1, "(", ")")
+        elif _is_ident(t) and not have_type:
+            have_type = True  # a typedef name used as the type
+            i += 1
+        else:
+            break
+    # declarators, separated by commas at depth 0
+    depth = 0
+    want = True
+    while i < n:
+        t = tokens[i].text
+        if t in "([":
+            if not want and t == "(":  # a parameter list: skip it
+                i = _skip_group(tokens, i, "(", ")")
+                continue
+            if t == "[":
+                i = _skip_group(tokens, i, "[", "]")
+                continue
+            depth += 1
+        elif t in ")]":
+            depth -= 1
+        elif t == "," and depth == 0:
+            want = True
+        elif t == "=" and depth == 0:
+            # an initializer: skip to the next declarator
+            j = i + 1
+            d = 0
+            while j < n and not (tokens[j].text == "," and d == 0):
+                d += tokens[j].text in "({["
+                d -= tokens[j].text in ")}]"
+                j += 1
+            i = j
+            continue
+        elif want and _is_ident(t) and t not in C_KEYWORDS:
+            names.append(t)
+            want = False
+        i += 1
+    return names
+
+
+def _is_ident(text: str) -> bool:
+    return text[:1].isalpha() or text[:1] == "_"
+
+
+def _skip_group(tokens: list[Token], i: int, open_: str, close: str) -> int:
+    """Index just past the group that opens at ``tokens[i]``."""
+    depth = 0
+    while i < len(tokens):
+        depth += tokens[i].text == open_
+        depth -= tokens[i].text == close
+        i += 1
+        if depth == 0:
+            break
+    return i
+
+
+def _tags(tokens: list[Token]) -> set[str]:
+    """``struct x``/``union x``/``enum x`` tags defined (with a body) or forward-declared."""
+    tags: set[str] = set()
+    for i, t in enumerate(tokens[:-1]):
+        if t.text in ("struct", "union", "enum") and _is_ident(tokens[i + 1].text):
+            tags.add(f"{t.text} {tokens[i + 1].text}")
+    return tags
+
+
+def _enum_constants(tokens: list[Token]) -> set[str]:
+    names: set[str] = set()
+    for i, t in enumerate(tokens):
+        if t.text == "enum":
+            j = i + 1
+            if j < len(tokens) and _is_ident(tokens[j].text):
+                j += 1
+            if j < len(tokens) and tokens[j].text == "{":
+                end = _skip_group(tokens, j, "{", "}")
+                expect = True
+                depth = 0
+                for k in range(j + 1, end - 1):
+                    x = tokens[k].text
+                    depth += x in "(["
+                    depth -= x in ")]"
+                    if expect and _is_ident(x):
+                        names.add(x)
+                        expect = False
+                    elif x == "," and depth == 0:
+                        expect = True
+    return names
+
+
+def _uses(tokens: list[Token]) -> frozenset[str]:
+    used: set[str] = set()
+    for i, t in enumerate(tokens):
+        if _is_ident(t.text) and t.text not in C_KEYWORDS:
+            used.add(t.text)
+        if t.text in ("struct", "union", "enum") and i + 1 < len(tokens) and _is_ident(tokens[i + 1].text):
+            used.add(f"{t.text} {tokens[i + 1].text}")
+    return frozenset(used)
+
+
+def _classify(tokens: list[Token], user: bool, body: bool) -> Statement:
+    is_static = any(t.text == "static" for t in tokens)
+    is_extern = any(t.text == "extern" for t in tokens)
+    is_inline = any(t.text in ("inline", "__inline", "__inline__") for t in tokens)
+    clean = _strip_gnu(tokens)
+    if not clean:
+        return Statement("other", tokens, user)
+    if body:
+        names = _declared_names(clean)
+        proto = [t for t in clean if t.text != "static"]
+        # a C99 inline definition without extern emits no symbol
+        return Statement("function", proto, user, names[0] if names else "",
+                         static=is_static or (is_inline and not is_extern), uses=_uses(proto))
+    if clean[0].text == "typedef":
+        names = _declared_names(clean)
+        defines = frozenset(names) | _tags(clean) | _enum_constants(clean)
+        return Statement("type", clean, user, defines=defines, uses=_uses(clean))
+    if clean[0].text in ("struct", "union", "enum") and (
+        len(clean) <= 2 or clean[2].text == "{" or clean[1].text == "{"
+    ):
+        # struct x; / struct x {...}; / enum {...}; (a declarator after the body is dropped)
+        end = len(clean)
+        for i, t in enumerate(clean):
+            if t.text == "{":
+                end = _skip_group(clean, i, "{", "}")
+                break
+        body_tokens = clean[:end]
+        return Statement("type", body_tokens, user, defines=frozenset(_tags(body_tokens) | _enum_constants(body_tokens)),
+                         uses=_uses(body_tokens))
+    names = _declared_names(clean)
+    # a prototype: the first declarator is followed by a parameter list
+    for i, t in enumerate(clean):
+        if names and t.text == names[0]:
+            rest = clean[i + 1:]
+            while rest and rest[0].text == ")":
+                rest = rest[1:]
+            if rest and rest[0].text == "(":
+                return Statement("prototype", [t for t in clean if t.text != "static"], user, names[0],
+                                 static=is_static, uses=_uses(clean))
+            break
+    return Statement("other", clean, user, defines=frozenset(names))
+
+
+def scan(text: str, is_user_file: "Callable[[str], bool] | None" = None) -> list[Statement]:
+    """Top-level statements of preprocessed C (``cc -E`` output).
+
+    A file is the user's when the preprocessor did not flag it as a system header
+    (and ``is_user_file``, if given, agrees); ``<built-in>``/``<command-line>`` never are.
+    """
+    tokens = tokenize(text)
+    # A file is a system header if any stretch of it is flagged so, except where the
+    # flag only marks a system macro's expansion inside a user's file: a file whose
+    # first marker (entering it) lacks the flag is the user's.
+    entered: dict[str, bool] = {}
+    for t in tokens:
+        entered.setdefault(t.file, t.system)
+
+    def user(file: str) -> bool:
+        if entered.get(file, False) or file.startswith("<built-in") or file.startswith("<command"):
+            return False
+        return is_user_file(file) if is_user_file is not None else True
+
+    out: list[Statement] = []
+    stmt: list[Token] = []
+    paren = 0
+    i, n = 0, len(tokens)
+    while i < n:
+        t = tokens[i]
+        x = t.text
+        if x == "(" or x == "[":
+            paren += 1
+        elif x == ")" or x == "]":
+            paren -= 1
+        if x == ";" and paren == 0:
+            if stmt:
+                out.append(_classify(stmt, user(stmt[0].file), body=False))
+            stmt = []
+            i += 1
+            continue
+        if x == "{" and paren == 0:
+            clean = _strip_gnu(stmt)
+            is_def = (
+                bool(clean)
+                and clean[-1].text == ")"
+                and clean[0].text != "typedef"
+                and not any(c.text == "=" for c in clean)
+            )
+            end = _skip_group(tokens, i, "{", "}")
+            if is_def:
+                out.append(_classify(stmt, user(stmt[0].file), body=True))
+                stmt = []
+            else:
+                stmt.extend(tokens[i:end])  # an aggregate body: part of the statement
+            i = end
+            continue
+        stmt.append(t)
+        i += 1
+    return out
+
+
+def derive_cdef(statements: list[Statement], exported: list[Statement]) -> tuple[str, str]:
+    """Declarations for the ``exported`` functions: ``(opaque, body)``. ``body`` is C
+    (the cdef and the wrapper's preamble): the prototypes after the user's type
+    declarations they need (a closure over the names they use), each with a line
+    marker back to the user's file. ``opaque`` is for cffi only: the system types
+    those need, declared opaque."""
+    by_name: dict[str, list[Statement]] = {}
+    for s in statements:
+        if s.kind == "type" and s.user:
+            for d in s.defines:
+                by_name.setdefault(d, []).append(s)
+    needed: list[Statement] = []
+    seen_ids: set[int] = set()
+    todo = [u for s in exported for u in s.uses]
+    done: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in done:
+            continue
+        done.add(name)
+        for s in by_name.get(name, ()):
+            if id(s) not in seen_ids:
+                seen_ids.add(id(s))
+                needed.append(s)
+                todo.extend(s.uses)
+    # Names from system headers that cffi does not know (pthread_mutex_t, struct
+    # timespec) are opaque to cffi ("typedef ... T;", "struct T;"); the C side
+    # includes the system headers the user's files include (see system_includes).
+    system_typedefs = {d for s in statements if s.kind == "type" and not s.user for d in s.defines}
+    opaque: list[str] = []
+    for name in sorted(done - set(by_name)):
+        if name.startswith(("struct ", "union ")):
+            opaque.append(f"{name};")
+        elif name in system_typedefs and name not in _BUILTIN_TYPEDEFS:
+            opaque.append(f"typedef ... {name};")
+    order = {id(s): i for i, s in enumerate(statements)}
+    texts: list[str] = []
+    seen_text: set[str] = set()
+    for s in sorted(needed, key=lambda s: order[id(s)]):
+        body = _render(s.tokens)
+        if body not in seen_text:  # the same header included by two files
+            seen_text.add(body)
+            texts.append(s.text())
+    texts.extend(s.text() for s in exported)
+    return "".join(line + "\n" for line in opaque), "\n".join(texts) + "\n"
+
+
+_MARKER_LINE = re.compile(r'^#[ \t]*(\d+)[ \t]+"((?:[^"\\\n]|\\.)*)"([ \t\d]*)$', re.M)
+
+
+def system_includes(text: str) -> list[str]:
+    """The system headers the user's own files include directly (paths, in order),
+    read from the line markers of preprocessed C (flag 1: entering, flag 3: system)."""
+    out: list[str] = []
+    cur, cur_system = None, False
+    for m in _MARKER_LINE.finditer(text):
+        file, flags = m[2], m[3].split()
+        if "1" in flags and "3" in flags and cur is not None and not cur_system and cur not in ("<built-in>", "<command-line>"):
+            if file not in out:
+                out.append(file)
+        cur, cur_system = file, "3" in flags
+    return out

@@ -57,4 +57,6 @@ def native(name: str, contract: str | None = None) -> Callable[..., Any]:
         pointers_as_int=shim is not None,
         default_returns="status",
         error_message=last_error,
+        resolve=lambda fname: getattr(lib, fname),
+        native=True,
     )

@@ -68,6 +68,7 @@ from .errors import (
     WritabilityError,
     error_for_status,
 )
+from .handles import Handle
 from .plan import OpArg, OpOutput, Param, Plan, _int_range, build_plan, operator_signature, pyname
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
@@ -678,6 +679,12 @@ class _Gen:
         #: overlap checks need each array's byte span; output allocation needs the caller's kind
         self.needs_bytes = len(given) > 1 and any(p.written for p in given)
         self.needs_kind = mode == "call" and any(p.role == "out" for p in arrays)
+        #: parameters that may receive a Handle: opaque struct pointers and bare void *
+        self.handle_capable = mode == "call" and any(
+            p.kind == "struct" or (p.kind == "array" and p.dtype == "any" and p.shape is None) for p in self.plan.params
+        )
+        self.post: list[str] = []  # lines to run after a successful C call
+        self.post_failure: list[str] = []  # lines to run when C returned an error status
         self._n = 0
 
     # -- emission helpers -------------------------------------------------- #
@@ -830,7 +837,7 @@ class _Gen:
         """A name in the namespace for the general preparation of array ``p``:
         value -> (address, what to hold, shape, written tensor or None, is NumPy, bytes)."""
         where, ctype, dtype = self.where(p), p.ctype, p.dtype or "any"
-        written, may_copy = p.written, p.shape is not None
+        written, may_copy = p.written, p.shape is not None and p.keep_until is None
         ffi = self.b.ffi
 
         def prep(v: Any) -> tuple[Any, ...]:
@@ -860,7 +867,30 @@ class _Gen:
         return conds
 
     def emit_array(self, p: Param, kernel: bool, grad_writes_ok: bool = False) -> None:
-        """Prepare array parameter ``p`` (named by its pyname) into _a/_k/_s/_w/_n/_o/_b."""
+        """Prepare array parameter ``p`` (named by its pyname) into _a/_k/_s/_w/_n/_b."""
+        i, v = p.index, p.pyname
+        if self.handle_capable and p.dtype == "any" and p.shape is None:
+            # a bare void * may be an opaque handle
+            self.emit(f"_h{i} = None")
+            self.emit(f"if type({v}) is {self.const(Handle, 'Handle')}:")
+            self.indent()
+            ffi = self.b.ffi
+            addr = self.const(lambda h, W=self.where(p): int(ffi.cast("intptr_t", h._enter(W, None))), "haddr")
+            self.emit(f"_a{i} = {addr}({v})")
+            self.emit(f"_h{i} = {v}._state")
+            self.emit(f"_u.append(_h{i})")
+            self.emit(f"_k{i} = {v}")
+            self.emit(f"_s{i} = _w{i} = _n{i} = None")
+            self.emit(f"_b{i} = 0")
+            self.dedent()
+            self.emit("else:")
+            self.indent()
+            self.emit_array_value(p, kernel, grad_writes_ok)
+            self.dedent()
+            return
+        self.emit_array_value(p, kernel, grad_writes_ok)
+
+    def emit_array_value(self, p: Param, kernel: bool, grad_writes_ok: bool = False) -> None:
         i, v = p.index, p.pyname
         ext = self.const(_check_storage, "ext")
         W = self.lit(self.where(p))
@@ -954,10 +984,35 @@ class _Gen:
             self.emit(f"_x{i} = {self.const(string, 'str')}({v})")
             return f"_x{i}[0]"
         if p.kind == "struct":
-            def struct(value: Any, where: str = where, ct: str = p.ctype, optional: bool = p.optional) -> Any:
-                return _struct_arg(ffi, value, where, ct, optional)
-            self.emit(f"_x{i} = {self.const(struct, 'st')}({v})")
+            want = _typeof(ffi, p.ctype)
+
+            def struct(value: Any, used: list[Any], where: str = where, ct: str = p.ctype,
+                       optional: bool = p.optional) -> Any:
+                return _struct_arg(ffi, value, where, ct, optional, want, used)
+            self.emit(f"_x{i} = {self.const(struct, 'st')}({v}, _u)")
+            self.emit(f"_h{i} = _x{i}[3]")
             return f"_x{i}[0]"
+        if p.kind == "handle_out":
+            target = p.ctype.replace("const ", "").rstrip()
+            self.emit(f"_x{i} = {self.const(lambda t=target: ffi.new(t), 'slot')}()")
+            make = self.const(self.b.handle_maker(target[:-1].rstrip(), p.destroy), "mkh")  # type: ignore[arg-type]
+            self.post.append(f"_ho{i} = {make}(_x{i}[0])")
+            return f"_x{i}"
+        if p.kind == "callback":
+            factory = self.const(self.b.callback_factory(p), "cbf")
+            spec = p.callback
+            assert spec is not None
+            if spec.until is not None:
+                h = self.plan.by_name[spec.until]
+                self.emit(f"if _h{h.index} is None: raise _ArgType(\"{self.lit(where)}: 'until {spec.until}' needs "
+                          f"'{spec.until}' to be a tensorffi.Handle (the callback must live as long as it)\")")
+                self.emit(f"_x{i} = {factory}({v}, _h{h.index}.store_error)")
+                self.emit(f"_h{h.index}.hold(('callback', {p.name!r}), _x{i})")
+            else:
+                self.emit("_cberr = []")
+                self.emit(f"_x{i} = {factory}({v}, _cberr.append)")
+                self.post.append("if _cberr: raise _cberr[0]")
+            return f"_x{i}"
         # raw: function pointers, T **, structs by value: cffi checks them
         return v
 
@@ -1074,15 +1129,17 @@ class _Gen:
         short = [p.pyname for p in plan.positional]
         kwonly = [p.pyname for p in plan.keyword_only] + [pyname(s) for s in plan.free_sizes]
         sig = list(short)
-        if plan.keyword_only:
+        if plan.has_full_form:
             sig.append("*_more")
         elif kwonly:
             sig.append("*")
         sig += [f"{k}=None" for k in kwonly]
         self.emit("__tracebackhide__ = True")
+        if self.handle_capable:
+            self.emit("_u = []  # handle states this call uses (exited in finally)")
         self.emit("try:")
         self.indent()
-        if plan.keyword_only:
+        if plan.has_full_form:
             full = self.const(_full_form(plan, lambda: self.b.call), "full")
             tup = "(" + "".join(f"{s}, " for s in short) + ")"
             self.emit(f"if _more: return {full}({tup} + _more, {', '.join(f'{k}={k}' for k in kwonly)})")
@@ -1216,46 +1273,74 @@ class _Gen:
             self.emit_overlaps(given)
 
         cargs = self.emit_scalars(fills, kernel=False)
-        written = [f"_w{p.index}" for p in P if p.kind == "array" and p.written]
+        self.emit_keeps()
+        written = [f"_w{p.index}" for p in P if p.kind == "array" and p.written and p.keep_until is None]
         structs = [p for p in P if p.kind == "struct"]
         self.emit_c_call(cargs, written, structs)
-        results = [p.pyname for p in outs]
+        results = [p.pyname if p.kind == "array" else f"_ho{p.index}" for p in P
+                   if (p.kind == "array" and p.role == "out") or p.kind == "handle_out"]
         self.emit_return(results, kernel=False)
         self.dedent()
         self.emit("except _TFE as _e:")
         self.emit("    raise _e.with_traceback(None)")
+        if self.handle_capable:
+            self.emit("finally:")
+            self.emit("    for _st in _u: _st.exit()")
         self.header(sig)
         return self.finish("call")
 
+    def emit_keeps(self) -> None:
+        """Arrays C keeps after the call: held by their handle (from before the call, as
+        C may start using them at once), in memory that cannot be resized or freed."""
+        keeps = [p for p in self.plan.params if p.kind == "array" and p.keep_until is not None]
+        for p in keeps:
+            h = self.plan.by_name[p.keep_until]  # type: ignore[index]
+            i = p.index
+            chk = self.const(_check_kept, "keep")
+            self.emit(f"if _h{h.index} is None: raise _ArgType(\"{self.lit(self.where(p))}: C keeps it until "
+                      f"'{h.name}' is closed, so '{h.name}' must be a tensorffi.Handle\")")
+            self.emit(f'{chk}({p.pyname}, "{self.lit(self.where(p))}")')
+            self.emit(f"_h{h.index}.hold(_a{i}, ({p.pyname}, _k{i}, {p.written}))")
+            if self.plan.returns in ("status", "count"):
+                # C did not keep it if the call failed
+                self.post_failure.append(f"_h{h.index}.release(_a{i})")
+        for p in self.plan.params:
+            if p.release:
+                self.post.append(f"for _st in _u: _st.release(_a{p.index})")
+            if p.acquire:
+                self.post.append(f"if _h{p.index} is not None: _bumps(*_h{p.index}.written_kept())")
+
     def emit_scalars(self, fills: dict[str, str], kernel: bool) -> list[str]:
         """Check scalar arguments; return the C argument expressions in order."""
-        cargs = []
-        for p in self.plan.params:
-            if p.name in self.hidden:
-                h = self.const(self.hidden[p.name], "h")
-                if p.as_int:  # a pointer through an intptr_t shim: cdata becomes its address
-                    ffi = self.b.ffi
-                    conv = self.const(lambda v: int(ffi.cast("intptr_t", v)) if isinstance(v, ffi.CData) else v, "addr")
-                    cargs.append(f"{conv}({h}())")
-                else:
-                    cargs.append(f"{h}()")
-            elif p.kind == "array":
-                cargs.append(self.carg(p))
-            elif p.kind == "scalar":
-                if p.fill is not None:
-                    expr = fills[p.name]
-                    self.size_param_check(p, expr)
-                    cargs.append(expr)
-                elif p.is_symbol:
-                    self.need(p.name, f"argument '{p.name}'")
-                    self.size_param_check(p, self.z(p.name))
-                    cargs.append(self.z(p.name))
-                else:
-                    self.scalar_check(p, p.pyname)
-                    cargs.append(p.pyname)
-            else:
-                cargs.append(self.emit_other(p))
+        cargs = [""] * len(self.plan.params)
+        order = sorted(self.plan.params, key=lambda q: 0 if q.kind == "struct" else 1)
+        for p in order:
+            cargs[p.index] = self.scalar_arg(p, fills)
         return cargs
+
+    def scalar_arg(self, p: Param, fills: dict[str, str]) -> str:
+        """Check scalar ``p`` (or prepare a string, struct, handle, callback): its C argument."""
+        if p.name in self.hidden:
+            h = self.const(self.hidden[p.name], "h")
+            if not p.as_int:
+                return f"{h}()"
+            ffi = self.b.ffi  # a pointer through an intptr_t shim: cdata becomes its address
+            conv = self.const(lambda v: int(ffi.cast("intptr_t", v)) if isinstance(v, ffi.CData) else v, "addr")
+            return f"{conv}({h}())"
+        if p.kind == "array":
+            return self.carg(p)
+        if p.kind != "scalar":
+            return self.emit_other(p)
+        if p.fill is not None:
+            expr = fills[p.name]
+            self.size_param_check(p, expr)
+            return expr
+        if p.is_symbol:
+            self.need(p.name, f"argument '{p.name}'")
+            self.size_param_check(p, self.z(p.name))
+            return self.z(p.name)
+        self.scalar_check(p, p.pyname)
+        return p.pyname
 
     def emit_c_call(self, cargs: list[str], written: list[str], structs: list[Param]) -> None:
         c = self.const(self.b.cfunc, "cfn")
@@ -1277,10 +1362,27 @@ class _Gen:
 
     def emit_return(self, results: list[str], kernel: bool) -> None:
         plan = self.plan
-        if plan.returns == "status":
+        if plan.returns in ("status", "count"):
             st = self.const(self.b.raise_status, "status")
-            self.emit(f"if _r: {st}(_r)")
+            fail = "_r" if plan.returns == "status" else "_r < 0"
+            if self.post_failure:
+                self.emit(f"if {fail}:")
+                self.indent()
+                for line in self.post_failure:
+                    self.emit(line)
+                self.emit(f"{st}(_r)")
+                self.dedent()
+            else:
+                self.emit(f"if {fail}: {st}(_r)")
+        for line in self.post:
+            self.emit(line)
         value: list[str] = []
+        if plan.returns == "handle":
+            make = self.const(self.b.handle_maker(plan.decl.result.text.replace("const ", ""),
+                                                  plan.returns_handle), "mkh")  # type: ignore[arg-type]
+            value = [f"{make}(_r)"]
+        if plan.returns == "count":
+            value = ["_r"]
         if plan.returns == "value":
             if plan.result_is_string and not kernel:
                 self.emit(f"_r = {self.const(self.b.string, 'string')}(_r)")
@@ -1499,6 +1601,7 @@ def _full_form(plan: Plan, call: Callable[[], Callable[..., Any]]) -> Callable[.
     caller. Lengths passed this way are checked like keyword ones."""
     allnames = [p.pyname for p in plan.params]
     short = [p.pyname for p in plan.positional]
+    handles = [p.pyname for p in plan.params if p.kind == "handle_out"]
     name = plan.name
 
     def full(args: tuple[Any, ...], **kw: Any) -> Any:
@@ -1508,6 +1611,9 @@ def _full_form(plan: Plan, call: Callable[[], Callable[..., Any]]) -> Callable[.
                 f"{len(allnames)} of the C declaration ({', '.join(allnames)}), got {len(args)}"
             )
         values = dict(zip(allnames, args))
+        for h in handles:
+            if values.pop(h) is not None:
+                raise TypeError(f"{name}(): '{h}' receives a handle from C: pass None there (it is returned)")
         for k, v in kw.items():
             if v is not None:
                 if k in values and values[k] is not None:
@@ -1553,21 +1659,139 @@ def _string_arg(ffi: Any, value: Any, where: str, ctype: str, optional: bool) ->
     raise ArgumentTypeError(f"{where} ({ctype}) expects a str or bytes, got {_describe(value)}")
 
 
-def _struct_arg(ffi: Any, value: Any, where: str, ctype: str, optional: bool) -> tuple[Any, Any, list[Any]]:
-    """A struct pointer argument: (C value, what keeps it alive, tensors C may write)."""
+def _struct_arg(
+    ffi: Any, value: Any, where: str, ctype: str, optional: bool, want: Any, used: list[Any]
+) -> tuple[Any, Any, list[Any], Any]:
+    """A struct pointer argument: (C value, what keeps it alive, tensors C may write,
+    the handle state if it is a Handle)."""
+    if type(value) is Handle:
+        ptr = value._enter(where, want)
+        used.append(value._state)
+        return ptr, value, [], value._state
     if isinstance(value, Struct):
         value.check_storages()
-        return value.cdata, value, value.written_tensors()
+        return value.cdata, value, value.written_tensors(), None
     if value is None:
         if optional:
-            return ffi.NULL, None, []
+            return ffi.NULL, None, [], None
         raise ArgumentTypeError(
             f"{where} ({ctype}) cannot be None (NULL); if the function accepts NULL there, say so in "
             f"its contract: '{where.split(chr(39))[1]}: ?'"
         )
     if isinstance(value, ffi.CData):
-        return value, value, []
-    raise ArgumentTypeError(f"{where} ({ctype}) expects a struct (lib.struct(...)), got {_describe(value)}")
+        return value, value, [], None
+    raise ArgumentTypeError(
+        f"{where} ({ctype}) expects a tensorffi.Handle or a struct (lib.struct(...)), got {_describe(value)}"
+    )
+
+
+def _typeof(ffi: Any, ctype: str) -> Any:
+    try:
+        return ffi.typeof(ctype)
+    except Exception:
+        return None
+
+
+def _check_kept(value: Any, where: str) -> None:
+    """An array C keeps after the call must live in memory that cannot be resized or
+    freed while C holds it."""
+    obj = value.obj if isinstance(value, strided) else value
+    if isinstance(obj, _Tensor) and obj.untyped_storage().resizable():
+        raise LayoutError(
+            f"{where}: C keeps this array after the call, but the tensor's storage can be resized "
+            f"or freed meanwhile (an ordinary tensor's can). Allocate it with tensorffi.buffer(shape, dtype) "
+            f"(or torch.from_numpy of an array you keep)"
+        )
+    if not isinstance(obj, (_Tensor, _ndarray)):
+        raise ArgumentTypeError(f"{where}: C keeps this array after the call: pass a tensor or a NumPy array")
+
+
+# --------------------------------------------------------------------------- #
+# Callbacks: Python callables C may call from any thread                       #
+# --------------------------------------------------------------------------- #
+
+
+def _view_maker(ffi: Any) -> Callable[..., torch.Tensor]:
+    """``view(ptr, shape, dtype, itemsize, copy)``: a tensor over ``prod(shape)`` elements
+    of C memory at ``ptr`` (valid while the callback runs; a copy with ``copy``)."""
+    NULL, buffer, frombuffer, empty = ffi.NULL, ffi.buffer, torch.frombuffer, torch.empty
+
+    def view(ptr: Any, shape: tuple[int, ...], dtype: torch.dtype, itemsize: int, copy: bool) -> torch.Tensor:
+        n = 1
+        for d in shape:
+            n *= d
+        if n <= 0 or ptr == NULL:
+            return empty(shape, dtype=dtype)
+        t = frombuffer(buffer(ptr, n * itemsize), dtype=dtype).view(shape)
+        return t.clone() if copy else t
+
+    return view
+
+
+def _callback_factory(ffi: Any, p: Param, fname: str) -> Callable[[Any, Callable[[BaseException], None]], Any]:
+    """``factory(fn, sink)``: a cffi callback for function-pointer parameter ``p`` that
+    calls ``fn`` with the callback's arguments as the contract describes them (arrays
+    as tensors over C memory; sizes named in their shapes and bare ``void *`` left out;
+    C strings as ``str``), stores any exception in ``sink`` and returns the declared
+    error value to C instead."""
+    sig, spec = p.signature, p.callback
+    assert sig is not None and spec is not None
+    if sig.variadic:
+        raise ContractError(f"{fname}: callback '{p.name}' is variadic")
+    res = sig.result
+    ctype = p.ctype if not p.ctype.count("(") else (
+        f"{res.text} (*)({', '.join(q.type.text for q in sig.params) or 'void'})")
+    sizes = {sym for shape in spec.arrays.values() for d in shape for sym in d.symbols}
+    cnames = [f"a{i}" for i in range(len(sig.params))]
+    ns: dict[str, Any] = {"_view": _view_maker(ffi), "_ffi": ffi, "_NULL": ffi.NULL, "_string": ffi.string}
+    args: list[str] = []
+    for i, q in enumerate(sig.params):
+        c = cnames[i]
+        if q.name in spec.arrays:
+            dtype = q.type.dtype
+            assert dtype is not None
+            tdt = TORCH_DTYPES[dtype]
+            ns[f"_dt{i}"] = tdt
+            dims = []
+            for d in spec.arrays[q.name]:
+                factors = [cnames[[r.name for r in sig.params].index(sym)] for sym in d.symbols]
+                dims.append(" * ".join(factors + ([str(d.factor)] if d.factor != 1 or not factors else [])))
+            shape = "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+            args.append(f"_view({c}, {shape}, _dt{i}, {tdt.itemsize}, {spec.copy})")
+        elif q.name in sizes:
+            continue
+        elif q.type.pointer_depth == 1 and q.type.dtype == "any":
+            continue  # user data: Python closures carry their own state
+        elif q.type.pointer_depth == 1 and q.type.resolved == "char" and q.type.const:
+            args.append(f"(None if {c} == _NULL else _string({c}).decode('utf-8', 'replace'))")
+        else:
+            args.append(c)
+    call = f"_fn({', '.join(args)})"
+    lines = ["def _make(_fn, _sink):", f"    def _cb({', '.join(cnames)}):", "        try:"]
+    if res.text == "void":
+        lines += [f"            {call}", "        except BaseException as _e:", "            _sink(_e)"]
+        error_kw = ""
+    else:
+        conv = "float" if res.is_float else "int"
+        lines += [f"            _r = {call}", f"            return 0 if _r is None else {conv}(_r)",
+                  "        except BaseException as _e:", "            _sink(_e)", f"            return {spec.error}"]
+        error_kw = f", error={spec.error}"
+    lines.append(f"    return _ffi.callback(_ct, _cb{error_kw}, onerror=lambda _t, _v, _tb: _sink(_v))")
+    src = "\n".join(lines) + "\n"
+    ns["_ct"] = ctype
+    make = _codegen.build(src, ns, function="_make", label=f"callback: {fname}.{p.name}")
+    optional = True
+
+    def factory(fn: Any, sink: Callable[[BaseException], None]) -> Any:
+        if fn is None and optional:
+            return ffi.NULL
+        if isinstance(fn, ffi.CData):
+            return fn  # a C function pointer given as is
+        if not callable(fn):
+            raise ArgumentTypeError(f"{fname}(): argument '{p.name}' expects a callable (or None), got {_describe(fn)}")
+        return make(fn, sink)
+
+    return factory
 
 
 # --------------------------------------------------------------------------- #
@@ -1589,15 +1813,20 @@ class BoundFunction:
         default_returns: str = "value",
         error_message: Callable[[], str] | None = None,
         name: str | None = None,
+        resolve: Callable[[str], Any] | None = None,
+        native: bool = False,
     ) -> None:
         self.ffi = ffi
         self.cfunc = cfunc
         self.decl = decl
         self.contract = contract
         self.error_message = error_message
+        self.resolve = resolve
+        self.native = native
         self.plan = build_plan(
             ffi, decl, contract, name=name, default_returns=default_returns, pointers_as_int=pointers_as_int
         )
+        self._message_fn = self.library_function(self.plan.status_message, "return: status(...)")
         self.name = self.plan.name
         self.pointers_as_int = pointers_as_int
         self.call = _Gen(self, "call").generate_call()
@@ -1627,9 +1856,54 @@ class BoundFunction:
     def string(self, result: Any) -> str | None:
         return None if result == self.ffi.NULL else self.ffi.string(result).decode("utf-8", "replace")
 
+    def library_function(self, name: str | None, clause: str) -> Any:
+        """A function of the same library named by the contract (a destructor, a message)."""
+        if name is None:
+            return None
+        fn = None
+        if self.resolve is not None:
+            try:
+                fn = self.resolve(name)
+            except (AttributeError, KeyError):
+                fn = None
+        if fn is None:
+            raise ContractError(f"{self.name}: '{clause}' names {name!r}, which the library does not declare")
+        return fn
+
+    def message_for(self, code: int) -> str:
+        if self._message_fn is not None:
+            text = self._message_fn(int(code))
+            return "" if text == self.ffi.NULL else self.ffi.string(text).decode("utf-8", "replace")
+        return self.error_message() if self.error_message is not None else ""
+
     def raise_status(self, code: int) -> None:
-        message = self.error_message() if self.error_message is not None else ""
-        raise error_for_status(int(code), self.name, message or f"{self.name}() returned status {code}")
+        message = self.message_for(code)
+        raise error_for_status(int(code), self.name, message or f"{self.name}() returned status {code}",
+                               native=self.native)
+
+    def handle_maker(self, ptr_type: str, destroy_name: str) -> Callable[[Any], Handle]:
+        """A function turning the C pointer of type ``ptr_type`` into a Handle."""
+        destroy = self.library_function(destroy_name, f"handle({destroy_name})")
+        ffi, fname = self.ffi, self.name
+        ctype = _typeof(ffi, ptr_type)
+        label = ptr_type.replace("*", "").replace("struct ", "").strip() or "handle"
+
+        def check(result: Any) -> None:
+            if isinstance(result, int) and result != 0:
+                raise error_for_status(result, destroy_name, self.message_for(result)
+                                       or f"{destroy_name}() returned status {result}", native=self.native)
+
+        def make(ptr: Any) -> Handle:
+            if ptr == ffi.NULL:
+                raise NativeError(f"{fname}() returned no handle (NULL)", 0, fname)
+            return Handle(ptr, ctype if ctype is not None else ffi.typeof(ptr), destroy, name=label,
+                          check_status=check)
+
+        return make
+
+    def callback_factory(self, p: Param) -> Callable[[Any, Callable[[BaseException], None]], Any]:
+        """``factory(python_callable, error_sink) -> cffi callback`` for parameter ``p``."""
+        return _callback_factory(self.ffi, p, self.name)
 
     def kernel(
         self, hidden: Mapping[str, Callable[[], Any]] | None = None, grad_guard: Callable[..., None] | None = None

@@ -2,59 +2,144 @@
 """Bring your own C: bind a user's pre-built library or compile a user's sources.
 
 >>> import tensorffi, torch
->>> lib = tensorffi.compile("doubler", "void process_data(float *data, int size);",
+>>> lib = tensorffi.compile("doubler",
 ...     source="void process_data(float *d, int n) { for (int i = 0; i < n; i++) d[i] *= 2; }")
 >>> t = torch.ones(3)
 >>> lib.process_data(t, t.numel())
 >>> t.tolist()
 [2.0, 2.0, 2.0]
+
+Both kinds of handle pickle, and carry what defines them (see :class:`_Deferred`):
+
+* a :func:`compile` handle carries its recipe (cdef, contracts, options) and the
+  text of every file the compiler read, plus the cache key; where it is unpickled it
+  loads the module from that process's cache by key, or rebuilds it from the carried
+  text — never from whatever file now sits at the original path;
+* a :func:`load` handle carries the library's path and its sha256; re-opened, a
+  missing or different file is a :class:`~tensorffi.errors.LibraryMismatchError`
+  naming the path and both hashes. ``portable=True`` carries the library itself.
+
+Unpickling opens nothing: the library is opened (or built) on first use, so a
+process that only forwards tasks (a dask scheduler) never loads user code.
+
+Pickle format (``Library.__reduce__`` -> ``_Deferred(opener, state, description)``;
+``state`` is a plain dict, ``v`` = :data:`HANDLE_FORMAT`):
+
+* compile(): ``recipe`` (the call's arguments: name, cdef, header, source,
+  source_name, sources, preamble, include_dirs, libraries, library_dirs,
+  define_macros, extra_compile_args, extra_link_args, depends), ``contracts``,
+  ``returns``, ``cdef`` (the declarations the module was built with, read from the
+  sources if no cdef was given), ``files`` (path -> bytes of every file the compiler
+  read), ``key`` (the module's name, ``_tf_<name>_<hash>``, the hash covering all of
+  the above plus compiler and versions), ``cache`` (the ``cache=`` given, tried
+  first where it is usable), ``portable`` and, if so, ``binary`` (the module);
+* load(): ``path`` (absolute, or a name for the loader's search), ``sha256`` and
+  ``size`` (None for a name), ``cdef``, ``contracts``, ``returns``, and with
+  ``portable=True`` ``data`` (the library's bytes).
 """
 from __future__ import annotations
 
-import fcntl
+import contextlib
 import hashlib
 import importlib.machinery
 import importlib.util
 import json
 import os
 import shutil
-import stat
-import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import cffi
 
-from ._decl import CFunction, parse_declarations
+from . import cache as _cache
+from ._buildworker import Recipe, build, compiler_identity
+from ._decl import parse_declarations
+from ._shims import SHIM_PREFIX, abi_shim_cdef, has_array_params
 from ._version import __version__
-from .errors import BuildError
-from .library import SHIM_PREFIX, Library, check_contracts, has_array_params
+from .errors import BuildError, LibraryMismatchError
+from .library import Library, check_contracts
+
+# Bumped whenever the way modules are generated changes (part of every cache key).
+BUILD_FORMAT = 2
+HANDLE_FORMAT = 1
+_RECIPE_HISTORY = 8  # module variants remembered per recipe (e.g. a header edited back and forth)
 
 
-def _shim_param(p: Any, i: int) -> tuple[str, str]:
-    """(declaration in the shim, expression passed to the real function)."""
-    arg = f"a{i}"
-    if p.type.shimmable:
-        return f"intptr_t {arg}", f"({p.type.text}){arg}"
-    return p.decl.replace("__TF_NAME__", arg), arg
+def cache_dir(override: str | os.PathLike[str] | None = None) -> Path:
+    """Where compiled modules are cached (see :mod:`tensorffi.cache`)."""
+    return _cache.directory(override)
 
 
-def shim_declarations(decl: CFunction) -> tuple[str, str]:
-    """(cdef line, C definition) of the intptr_t shim of one function."""
-    params = [_shim_param(p, i) for i, p in enumerate(decl.params)]
-    plist = ", ".join(d for d, _ in params) or "void"
-    call = f"{decl.name}({', '.join(e for _, e in params)})"
-    result = decl.result.text
-    head = f"{result} {SHIM_PREFIX}{decl.name}({plist})"
-    body = f"{{ {call}; }}" if result == "void" else f"{{ return {call}; }}"
-    return head + ";", "static " + head + " " + body
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
-def _abi_shim_cdef(decl: CFunction) -> str:
-    params = [_shim_param(p, i)[0] for i, p in enumerate(decl.params)]
-    return f"{decl.result.text} {decl.name}({', '.join(params) or 'void'});"
+def _file_sha(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest() if hasattr(hashlib, "file_digest") else _sha(f.read())
+
+
+# --------------------------------------------------------------------------- #
+# Deferred handles                                                             #
+# --------------------------------------------------------------------------- #
+
+
+class _Deferred(Library):
+    """A :class:`~tensorffi.Library` that is opened on first use.
+
+    Unpickling creates one of these; the first attribute access runs ``opener(state)``,
+    which returns the arguments of ``Library.__init__``, and the object becomes a
+    plain ``Library``. Pickled again before that, it pickles its state unchanged.
+    """
+
+    def __init__(self, opener: Callable[[dict[str, Any]], tuple[tuple[Any, ...], dict[str, Any]]], state: dict[str, Any], description: str) -> None:
+        d = self.__dict__
+        d["_tf_opener"] = opener
+        d["_tf_state"] = state
+        d["_tf_lock"] = threading.Lock()
+        d["_description"] = description
+
+    def _tf_open(self) -> None:
+        with self.__dict__["_tf_lock"]:
+            if type(self) is not _Deferred:
+                return  # another thread opened it
+            args, kwargs = self.__dict__["_tf_opener"](self.__dict__["_tf_state"])
+            self.__class__ = Library
+            try:
+                Library.__init__(self, *args, **kwargs)
+            except BaseException:
+                self.__class__ = _Deferred
+                raise
+            for k in ("_tf_opener", "_tf_state", "_tf_lock"):
+                self.__dict__.pop(k, None)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name.startswith("_tf_"):
+            raise AttributeError(name)
+        if type(self) is _Deferred:
+            self._tf_open()
+        return getattr(self, name)
+
+    def __dir__(self) -> list[str]:
+        if type(self) is _Deferred:
+            self._tf_open()
+        return Library.__dir__(self)
+
+    def __repr__(self) -> str:
+        return f"<tensorffi.Library {self.__dict__.get('_description', '?')}: not opened yet>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if type(self) is _Deferred:
+            return (_Deferred, (self.__dict__["_tf_opener"], self.__dict__["_tf_state"], self.__dict__["_description"]))
+        return Library.__reduce__(self)
+
+
+def _deferred(opener: Callable[..., Any], state: dict[str, Any], description: str) -> Library:
+    return _Deferred(opener, state, description)
 
 
 # --------------------------------------------------------------------------- #
@@ -68,14 +153,22 @@ def load(
     contracts: Mapping[str, str] | None = None,
     *,
     returns: str = "value",
+    portable: bool = False,
 ) -> Library:
     """Bind the functions declared in ``cdef`` from a pre-built shared library.
 
-    ``library`` is a path (``"./mylib.so"``) or a name the dynamic loader finds
-    (``"libm.so.6"``). ``contracts`` maps function names to :mod:`contract
+    ``library`` is a path (``"./mylib.so"``, made absolute now) or a name the dynamic
+    loader finds (``"libm.so.6"``). ``contracts`` maps function names to :mod:`contract
     <tensorffi.contract>` strings (shapes, filled-in lengths, outputs, status
     returns). ``returns`` is what an ``int`` result means where no contract says:
     ``"value"`` (returned) or ``"status"`` (non-zero raises).
+
+    The handle pickles as the library's absolute path and sha256 (hashed now):
+    where it is re-opened, a missing or changed file is a
+    :class:`~tensorffi.errors.LibraryMismatchError`. With ``portable=True`` it
+    carries the library's bytes instead, for machines that do not have the file
+    (they are written to the cache there, by hash). A library found by name
+    through the loader's search path is re-opened by name, unchecked.
 
     >>> import tensorffi
     >>> m = tensorffi.load("libm.so.6", "double ldexp(double x, int exp);")
@@ -84,32 +177,90 @@ def load(
     """
     check_contracts(contracts)
     path = os.fspath(library)
+    decls = parse_declarations(cdef)
+    state: dict[str, Any] = dict(
+        v=HANDLE_FORMAT, cdef=cdef, contracts=dict(contracts or {}), returns=returns, path=path, sha256=None, data=None
+    )
+    if os.sep in path or os.path.exists(path):
+        state["path"] = path = os.path.abspath(path)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise BuildError(f"cannot load shared library {path!r}: {exc}") from None
+        state["sha256"] = _sha(data)
+        state["size"] = len(data)
+        if portable:
+            state["data"] = data
+    elif portable:
+        raise BuildError(f"portable=True needs a library file, not a name the loader searches for ({path!r})")
+    args, kwargs = _open_loaded(state, decls=decls, here=True)
+    return Library(*args, **kwargs)
+
+
+def _open_loaded(state: dict[str, Any], decls: Any = None, here: bool = False) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    path = state["path"]
+    target = path
+    if not here and state.get("data") is not None:
+        target = str(_install_library(state["data"], state["sha256"]))
+    elif not here and state.get("sha256"):
+        try:
+            found = _file_sha(path)
+        except FileNotFoundError:
+            raise LibraryMismatchError(
+                f"library handle for {path!r}: the file does not exist here (host {os.uname().nodename}, "
+                f"pid {os.getpid()}); the handle was made from a library with sha256 {state['sha256'][:16]}… "
+                f"({state.get('size', '?')} bytes). Make it available at that path, or create the handle "
+                f"with load(..., portable=True) to carry the library with it",
+                path, state["sha256"], "",
+            ) from None
+        except OSError as exc:
+            raise LibraryMismatchError(f"library handle for {path!r}: cannot read it here: {exc}", path, state["sha256"], "") from None
+        if found != state["sha256"]:
+            size = os.path.getsize(path)
+            raise LibraryMismatchError(
+                f"library handle for {path!r}: the file here differs from the library the handle was made from "
+                f"(sha256 {found[:16]}…, {size} bytes here; {state['sha256'][:16]}…, {state.get('size', '?')} bytes "
+                f"when loaded). It was rebuilt or replaced: load it again, or use load(..., portable=True)",
+                path, state["sha256"], found,
+            )
+    if decls is None:
+        decls = parse_declarations(state["cdef"])
     ffi = cffi.FFI()
-    ffi.cdef(cdef)
+    ffi.cdef(state["cdef"])
     try:
-        raw = ffi.dlopen(path)
+        raw = ffi.dlopen(target)
     except OSError as exc:
         raise BuildError(f"cannot load shared library {path!r}: {exc}") from None
-    decls = parse_declarations(cdef)
     # ABI-mode shims: the same symbols declared with intptr_t for array pointers
     # (pointers and intptr_t are passed alike on every ABI cffi supports).
-    shim_ffi = cffi.FFI()
-    shim_ffi.include(ffi)
     to_shim = [d for d in decls.functions.values() if has_array_params(d) and not d.variadic]
     shim_lib = None
     if to_shim:
-        shim_ffi.cdef("\n".join(_abi_shim_cdef(d) for d in to_shim))
-        shim_lib = shim_ffi.dlopen(path)
-    return Library(
-        ffi,
-        raw,
-        decls,
-        contracts,
+        shim_ffi = cffi.FFI()
+        shim_ffi.include(ffi)
+        shim_ffi.cdef("\n".join(abi_shim_cdef(d) for d in to_shim))
+        shim_lib = shim_ffi.dlopen(target)
+    kwargs = dict(
         shim_lookup=(lambda name: getattr(shim_lib, name)) if shim_lib is not None else None,
-        default_returns=returns,
-        reopen=(load, (path, cdef, dict(contracts or {})), {"returns": returns}),
+        default_returns=state["returns"],
+        reopen=(_deferred, (_open_loaded, state, f"load({path!r})"), {}),
         description=f"load({path!r})",
     )
+    return (ffi, raw, decls, state["contracts"]), kwargs
+
+
+def _install_library(data: bytes, sha: str) -> Path:
+    """A carried library written into this process's cache (by hash), for dlopen."""
+    if _sha(data) != sha:
+        raise LibraryMismatchError("the library carried by a portable handle is corrupt (hash mismatch)", "", sha, _sha(data))
+    root = _cache.directory()
+    path = _cache.subdir(root, "libs") / f"{sha}.so"
+    if not path.exists() or _file_sha(str(path)) != sha:
+        _cache.write_atomic(path, data)
+        _cache.prune(root, keep=str(path))
+    _cache.touch(path)
+    return path
 
 
 # --------------------------------------------------------------------------- #
@@ -117,181 +268,313 @@ def load(
 # --------------------------------------------------------------------------- #
 
 
-def cache_dir(override: str | os.PathLike[str] | None = None) -> Path:
-    """Where compiled modules are cached: ``override``, ``$TENSORFFI_CACHE_DIR``, or
-    ``$XDG_CACHE_HOME/tensorffi`` (``~/.cache/tensorffi``). Created with mode 0700;
-    refused if another user owns it or others can write to it."""
-    if override is not None:
-        path = Path(override)
-    elif os.environ.get("TENSORFFI_CACHE_DIR"):
-        path = Path(os.environ["TENSORFFI_CACHE_DIR"])
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        path = Path(base) / "tensorffi"
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    st = path.stat()
-    if st.st_uid != os.getuid():
-        raise BuildError(f"cache directory {path} belongs to another user (uid {st.st_uid}); refusing to load code from it")
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise BuildError(
-            f"cache directory {path} is writable by other users (mode {stat.S_IMODE(st.st_mode):o}); "
-            f"refusing to load code from it (chmod 700 it, or set TENSORFFI_CACHE_DIR)"
-        )
-    return path
+def _recipe_key(recipe: Recipe, files: Mapping[str, bytes]) -> str:
+    material = dict(
+        recipe=recipe.as_dict(),
+        files={p: _sha(files[p]) for p in recipe.files()},
+        compiler=compiler_identity(),
+        python=[sys.version, sys.implementation.cache_tag, importlib.machinery.EXTENSION_SUFFIXES[0]],
+        platform=[sys.platform, os.uname().machine],
+        cffi=cffi.__version__,
+        tensorffi=__version__,
+        format=BUILD_FORMAT,
+    )
+    return _sha(json.dumps(material, sort_keys=True).encode())
 
 
-def _read(path: str | os.PathLike[str]) -> str:
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError as exc:
-        raise BuildError(f"cannot read source file {os.fspath(path)!r}: {exc}") from None
+def _module_name(name: str, recipe_key: str, deps: Mapping[str, bytes], system: Mapping[str, list[int]]) -> str:
+    digest = _sha(json.dumps([recipe_key, [[p, _sha(d)] for p, d in sorted(deps.items())], sorted(system.items())]).encode())
+    return f"{_cache.MODULE_PREFIX}{name}_{digest[:24]}"
 
 
 def compile(
     name: str,
-    cdef: str,
+    cdef: str | None = None,
     sources: Sequence[str | os.PathLike[str]] = (),
     *,
     source: str | None = None,
+    header: str | os.PathLike[str] | None = None,
+    source_name: str = "<source>",
     preamble: str | None = None,
     contracts: Mapping[str, str] | None = None,
     returns: str = "value",
-    include_dirs: Sequence[str] = (),
+    include_dirs: Sequence[str | os.PathLike[str]] = (),
     libraries: Sequence[str] = (),
-    library_dirs: Sequence[str] = (),
+    library_dirs: Sequence[str | os.PathLike[str]] = (),
     define_macros: Sequence[tuple[str, str | None]] = (),
     extra_compile_args: Sequence[str] = ("-O3",),
     extra_link_args: Sequence[str] = (),
     depends: Sequence[str | os.PathLike[str]] = (),
     cache: str | os.PathLike[str] | None = None,
+    portable: bool = False,
     verbose: bool = False,
 ) -> Library:
-    """Compile C sources out-of-line (cffi API mode) and bind the declared functions.
+    """Compile C (out-of-line cffi API mode), cache the module, bind its functions.
 
-    ``sources`` are C files; ``source`` is C code given as a string (both may be
-    used). ``preamble`` is the C text the generated module sees before calling your
-    functions (default: ``cdef`` itself, which suits plain prototypes; pass
-    ``'#include "mylib.h"'`` otherwise). ``depends`` lists headers whose changes
-    must trigger a rebuild.
+    ``sources`` are C files; ``source`` is C code given as a string (named
+    ``source_name`` in compiler messages, with your own line numbers); both may be used.
 
-    The build is cached under :func:`cache_dir` by a hash of everything that
-    affects it (declarations, source contents, options, compiler, Python, cffi and
-    tensorffi versions): a change rebuilds, an unchanged call loads the cached
-    module. Concurrent builds of the same module (threads or processes) are
-    serialised by a file lock and the result is moved into place atomically.
-    Compiler errors raise :class:`~tensorffi.BuildError` with the compiler output.
+    Declarations: without ``cdef``, the functions your files define with external
+    linkage (not ``static``; not from system headers) are bound, with the types they
+    need, read from the preprocessed sources — write the C once. With ``header=``,
+    the functions that header declares are bound, and the generated wrapper includes
+    it (also with a cdef). An explicit ``cdef`` wins; either way every file is compiled against the
+    declarations, so a definition that disagrees with them (``float *`` declared,
+    ``double *`` defined) is a :class:`~tensorffi.BuildError`, and so is a declared
+    function no file defines. ``preamble`` is the C the wrapper sees before calling
+    your functions (default: the declarations; ``'#include "mylib.h"'`` also works).
+
+    The cache (:mod:`tensorffi.cache`) is keyed by content: this call's options, the
+    text of every file the compiler read (its own dependency output, so an edited
+    header rebuilds), the compiler, and the Python, cffi and tensorffi versions. A
+    module that fails to load (a truncated file) is rebuilt once. Concurrent builds
+    of one module wait on a file lock and the result is renamed into place.
+
+    The build runs in this process (the C compiler is the only program started, in
+    a private folder): nothing in the current directory is imported or executed.
+    ``depends`` are extra files whose content joins the key. ``portable=True`` makes
+    the pickled handle carry the built module too (for workers without a compiler).
+    ``verbose`` prints timings to stderr.
+
+    >>> import tensorffi, numpy as np
+    >>> lib = tensorffi.compile("axpy", source='''
+    ... #include <stdint.h>
+    ... void axpy(double a, const double *x, double *y, int64_t n) {
+    ...     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+    ... }''', contracts={"axpy": "x: [n]; y: [n]"})
+    >>> y = np.ones(3); lib.axpy(2.0, np.arange(3.0), y); y.tolist()
+    [1.0, 3.0, 5.0]
     """
-    if not name.isidentifier():
-        raise BuildError(f"module name must be a Python identifier, got {name!r}")
+    if not (isinstance(name, str) and name.isidentifier() and name.isascii()):
+        raise BuildError(f"module name must be an ASCII Python identifier, got {name!r}")
     check_contracts(contracts)
-    decls = parse_declarations(cdef)
-    to_shim = [d for d in decls.functions.values() if has_array_params(d) and not d.variadic]
-    shims = [shim_declarations(d) for d in to_shim]
-    full_cdef = cdef + "\n" + "\n".join(c for c, _ in shims)
-    pre = cdef if preamble is None else preamble
-    set_source = pre + "\n" + (("\n" + source + "\n") if source else "") + "\n".join(d for _, d in shims) + "\n"
-
-    sources = [os.path.abspath(os.fspath(s)) for s in sources]
-    spec = {
-        "cdef": full_cdef,
-        "set_source": set_source,
-        "sources": sources,
-        "include_dirs": [os.path.abspath(d) for d in include_dirs],
-        "libraries": list(libraries),
-        "library_dirs": [os.path.abspath(d) for d in library_dirs],
-        "define_macros": [list(m) for m in define_macros],
-        "extra_compile_args": list(extra_compile_args),
-        "extra_link_args": list(extra_link_args),
-    }
-    key_material = dict(
-        spec,
-        source_hashes=[_read(s) for s in sources],
-        depend_hashes=[_read(d) for d in depends],
-        env={k: os.environ.get(k, "") for k in ("CC", "CFLAGS", "LDFLAGS", "CPPFLAGS")},
-        python=sys.version,
-        cffi=cffi.__version__,
-        tensorffi=__version__,
-        platform=sys.platform,
+    if cdef is None and source is None and not sources and header is None:
+        raise BuildError("compile() needs C to build: sources=[...], source='...', or header=")
+    if cdef is not None:
+        parse_declarations(cdef)  # a DeclarationError now, with the line in your cdef
+    recipe = Recipe(
+        name=name,
+        cdef=cdef,
+        header=os.path.abspath(os.fspath(header)) if header is not None else None,
+        source=source,
+        source_name=source_name,
+        sources=[os.path.abspath(os.fspath(s)) for s in sources],
+        preamble=preamble,
+        include_dirs=[os.path.abspath(os.fspath(d)) for d in include_dirs],
+        libraries=list(libraries),
+        library_dirs=[os.path.abspath(os.fspath(d)) for d in library_dirs],
+        define_macros=[list(m) for m in define_macros],
+        extra_compile_args=list(extra_compile_args),
+        extra_link_args=list(extra_link_args),
+        depends=[os.path.abspath(os.fspath(d)) for d in depends],
     )
-    digest = hashlib.sha256(json.dumps(key_material, sort_keys=True).encode()).hexdigest()[:20]
-    modname = f"_tf_{name}_{digest}"
-    root = cache_dir(cache)
-    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    target = root / (modname + suffix)
-
-    if not target.exists():
-        with open(root / (modname + ".lock"), "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                if not target.exists():
-                    _build(modname, spec, root, target, verbose)
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+    files: dict[str, bytes] = {}
+    for p in recipe.files():
         try:
-            os.unlink(root / (modname + ".lock"))
-        except OSError:
-            pass
+            with open(p, "rb") as f:
+                files[p] = f.read()
+        except OSError as exc:
+            raise BuildError(f"cannot read source file {p!r}: {exc}") from None
+    state = dict(
+        v=HANDLE_FORMAT,
+        recipe=recipe.as_dict(),
+        contracts=dict(contracts or {}),
+        returns=returns,
+        cache=None if cache is None else os.path.abspath(os.fspath(cache)),
+        portable=portable,
+    )
+    module, manifest, deps = _obtain(recipe, files, _cache.directory(cache), from_disk=True, verbose=verbose)
+    state.update(cdef=manifest["cdef"], key=manifest["module"], files=deps)
+    if portable:
+        state["binary"] = Path(module.__file__).read_bytes()
+    args, kwargs = _library_args(module, manifest["cdef"], state)
+    return Library(*args, **kwargs)
 
-    module = _import_extension(modname, target)
+
+def _library_args(module: Any, cdef: str, state: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
     raw = module.lib
-    return Library(
-        module.ffi,
-        raw,
-        decls,
-        contracts,
-        shim_lookup=lambda fname: getattr(raw, SHIM_PREFIX + fname),
-        default_returns=returns,
-        reopen=(
-            compile,
-            (name, cdef, sources),
-            dict(
-                source=source, preamble=preamble, contracts=dict(contracts or {}), returns=returns,
-                include_dirs=list(include_dirs), libraries=list(libraries), library_dirs=list(library_dirs),
-                define_macros=list(define_macros), extra_compile_args=list(extra_compile_args),
-                extra_link_args=list(extra_link_args), depends=list(depends),
-                cache=None if cache is None else os.fspath(cache),
-            ),
-        ),
+    name = state["recipe"]["name"]
+    return (module.ffi, raw, parse_declarations(cdef), state["contracts"]), dict(
+        shim_lookup=lambda fname: getattr(raw, SHIM_PREFIX + fname, None),
+        default_returns=state["returns"],
+        reopen=(_deferred, (_open_compiled, state, f"compile({name!r})"), {}),
         description=f"compile({name!r})",
     )
 
 
+def _open_compiled(state: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Re-open a pickled compile() handle: by key in this process, then in the caches,
+    then from the carried module (portable), then by rebuilding from the carried text."""
+    if state.get("v") != HANDLE_FORMAT:
+        raise BuildError(f"this compile() handle was pickled by another tensorffi (handle format {state.get('v')})")
+    key = state["key"]
+    module = _loaded.get(key)
+    if module is None:
+        roots = []
+        if state.get("cache") and os.path.isdir(state["cache"]):  # never created where it is not
+            with contextlib.suppress(BuildError, OSError):
+                roots.append(_cache.directory(state["cache"]))
+        with contextlib.suppress(BuildError):
+            local = _cache.directory()
+            if local not in roots:
+                roots.append(local)
+        if not roots:
+            roots.append(_cache.directory())  # raises the reason
+        for root in roots:
+            so = root / (key + ".so")
+            if so.exists():
+                with contextlib.suppress(ImportError, OSError):
+                    module = _import_extension(key, so)
+                    _cache.touch(root / (key + ".json"))
+                    break
+        if module is None and state.get("binary") is not None:
+            module = _install_module(roots[0], key, state)
+        if module is None:
+            recipe = Recipe(**state["recipe"])
+            module, manifest, _ = _obtain(recipe, state["files"], roots[0], from_disk=False, verbose=False)
+            state = dict(state, cdef=manifest["cdef"])
+    return _library_args(module, state["cdef"], state)
+
+
+def _install_module(root: Path, key: str, state: dict[str, Any]) -> Any:
+    """The module carried by a portable handle, written into the cache under its key."""
+    so = root / (key + ".so")
+    with _cache.locked(root, key):
+        if not so.exists():
+            _cache.write_atomic(so, state["binary"])
+            manifest = dict(
+                name=state["recipe"]["name"], module=key, recipe="(carried)", cdef=state["cdef"],
+                deps=[[p, _sha(d)] for p, d in state["files"].items()], created=time.time(), carried=True,
+            )
+            _cache.write_atomic(root / (key + ".json"), json.dumps(manifest).encode())
+    try:
+        return _import_extension(key, so)
+    except (ImportError, OSError) as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(so)
+        raise BuildError(f"the module carried by this handle does not load here ({exc}); it needs the same "
+                         f"Python and platform as the machine that built it") from None
+
+
+def _find(root: Path, recipe_key: str, name: str, files: Mapping[str, bytes], from_disk: bool) -> tuple[dict[str, Any], dict[str, bytes]] | None:
+    """A module built from this recipe whose recorded files all still have the same
+    content (read from disk, or from ``files`` for a carried handle), and whose
+    system headers still have the same size and mtime here."""
+    index = _cache.read_json(root / "recipes" / f"{name}-{recipe_key[:24]}.json")
+    if not index:
+        return None
+    for key in index.get("modules", []):
+        manifest = _cache.read_json(root / (key + ".json"))
+        if not manifest or manifest.get("recipe") != recipe_key or not (root / (key + ".so")).exists():
+            continue
+        deps: dict[str, bytes] = {}
+        for path, sha in manifest["deps"]:
+            data = files.get(path)
+            if data is None and from_disk:
+                try:
+                    with open(path, "rb") as f:
+                        data = f.read()
+                except OSError:
+                    break
+            if data is None or _sha(data) != sha:
+                break
+            deps[path] = data
+        else:
+            if all(_same_stat(path, size, mtime) for path, size, mtime in manifest.get("system", ())):
+                return manifest, deps
+    return None
+
+
+def _same_stat(path: str, size: int, mtime_ns: int) -> bool:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return st.st_size == size and st.st_mtime_ns == mtime_ns
+
+
+def _obtain(recipe: Recipe, files: Mapping[str, bytes], root: Path, *, from_disk: bool, verbose: bool) -> tuple[Any, dict[str, Any], dict[str, bytes]]:
+    """(module, manifest, files read) for ``recipe``: cached, or built now (once more if
+    the cached module does not load)."""
+    t0 = time.perf_counter()
+    recipe_key = _recipe_key(recipe, files)
+    found = _find(root, recipe_key, recipe.name, files, from_disk)
+    if found is not None:
+        manifest, deps = found
+        key = manifest["module"]
+        try:
+            module = _import_extension(key, root / (key + ".so"))
+        except (ImportError, OSError) as exc:
+            if verbose:
+                print(f"tensorffi: cached module {key} does not load ({exc}); rebuilding", file=sys.stderr)
+            _cache.remove_module(root, key)
+        else:
+            _cache.touch(root / (key + ".json"))
+            if verbose:
+                print(f"tensorffi: {recipe.name}: cached {key} ({(time.perf_counter() - t0) * 1e3:.1f} ms)", file=sys.stderr)
+            return module, manifest, deps
+    with _cache.locked(root, f"{recipe.name}-{recipe_key[:24]}"):
+        found = _find(root, recipe_key, recipe.name, files, from_disk)  # built meanwhile?
+        if found is None:
+            manifest, deps = _build_into(root, recipe, recipe_key, None if from_disk else files, verbose)
+        else:
+            manifest, deps = found
+    key = manifest["module"]
+    try:
+        module = _import_extension(key, root / (key + ".so"))
+    except (ImportError, OSError) as exc:
+        _cache.remove_module(root, key)
+        raise BuildError(f"the module built for {recipe.name!r} does not load: {exc}") from None
+    return module, manifest, deps
+
+
+def _build_into(root: Path, recipe: Recipe, recipe_key: str, files: Mapping[str, bytes] | None, verbose: bool) -> tuple[dict[str, Any], dict[str, bytes]]:
+    t0 = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix="tmp.", dir=root))
+    try:
+        built = build(recipe, work, lambda deps, system: _module_name(recipe.name, recipe_key, deps, system), files)
+        key = built.modname
+        so = root / (key + ".so")
+        os.replace(built.path, so)
+        manifest = dict(
+            name=recipe.name,
+            module=key,
+            recipe=recipe_key,
+            cdef=built.cdef,
+            deps=[[p, _sha(d)] for p, d in built.deps.items()],
+            system=[[p, *f] for p, f in built.system.items()],
+            created=time.time(),
+            bytes=so.stat().st_size,
+            tensorffi=__version__,
+            seconds=built.seconds,
+        )
+        _cache.write_atomic(root / (key + ".json"), json.dumps(manifest).encode())
+        index_path = _cache.subdir(root, "recipes") / f"{recipe.name}-{recipe_key[:24]}.json"
+        index = _cache.read_json(index_path) or {}
+        keys = [key] + [k for k in index.get("modules", []) if k != key]
+        _cache.write_atomic(index_path, json.dumps(dict(modules=keys[:_RECIPE_HISTORY])).encode())
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    _cache.prune(root, keep=key)
+    if verbose:
+        steps = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in built.seconds.items())
+        print(f"tensorffi: built {key} in {(time.perf_counter() - t0) * 1e3:.0f} ms ({steps})", file=sys.stderr)
+    return manifest, built.deps
+
+
 _loaded: dict[str, Any] = {}
+_import_lock = threading.Lock()
 
 
 def _import_extension(modname: str, path: Path) -> Any:
-    if modname in _loaded:
-        return _loaded[modname]
-    spec = importlib.util.spec_from_file_location(modname, path)
-    if spec is None or spec.loader is None:  # pragma: no cover
-        raise BuildError(f"cannot load compiled module {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    _loaded[modname] = module
-    return module
-
-
-def _build(modname: str, spec: dict[str, Any], root: Path, target: Path, verbose: bool) -> None:
-    """Build in a private temporary folder (a separate process, so the compiler's
-    output is captured), then move the module into place atomically."""
-    tmp = Path(tempfile.mkdtemp(prefix=modname + ".", dir=root))
-    try:
-        (tmp / "spec.json").write_text(json.dumps(dict(spec, modname=modname)))
-        proc = subprocess.run(
-            [sys.executable, "-m", "tensorffi._buildworker", str(tmp / "spec.json"), str(tmp)],
-            capture_output=True,
-            text=True,
-        )
-        if verbose:
-            sys.stderr.write(proc.stdout + proc.stderr)
-        if proc.returncode != 0:
-            output = (proc.stdout + proc.stderr).strip()
-            raise BuildError(f"compiling {modname} failed:\n{output[-8000:]}")
-        built = next(tmp.glob(modname + "*" + importlib.machinery.EXTENSION_SUFFIXES[0].rsplit(".", 1)[-1]), None)
-        if built is None:
-            built = next(tmp.rglob(modname + ".*so"), None)
-        if built is None:  # pragma: no cover
-            raise BuildError(f"compiling {modname} produced no module in {tmp}")
-        os.replace(built, target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with _import_lock:
+        module = _loaded.get(modname)
+        if module is not None:
+            return module
+        spec = importlib.util.spec_from_file_location(modname, path)
+        if spec is None or spec.loader is None:  # pragma: no cover
+            raise ImportError(f"cannot load compiled module {path}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _loaded[modname] = module
+        return module

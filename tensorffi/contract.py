@@ -25,9 +25,42 @@ Clauses:
     still pass it; it is then checked. If ``PARAM`` is also a symbol of the shapes,
     the clause defines that symbol (``n = b*m`` makes ``y: out [n]`` hold ``b*m``
     elements); a definition that depends on itself is refused.
-``return: status|value|none``
-    ``status``: a non-zero result is an error (raised as an exception); ``value``:
-    the result is returned; ``none``: it is ignored.
+``return: status|count|value|none``
+    ``status``: a non-zero result is an error (raised as an exception); ``count``:
+    a negative result is an error, any other is returned (a count, an index, a
+    "ready" flag); ``value``: the result is returned; ``none``: it is ignored.
+    ``return: status(MSGFN)`` (or ``count(MSGFN)``) takes the error message from
+    ``const char *MSGFN(int status)`` of the same library.
+
+C that outlives the call (see :mod:`tensorffi.handles`):
+
+``return: handle(DESTROY)``
+    the function returns a pointer to an opaque object (a device, a parser): it is
+    returned as a :class:`~tensorffi.Handle` that calls ``DESTROY(ptr)`` exactly
+    once (``close()``, a ``with`` block, or a finalizer as a last resort). NULL is
+    an error. Pointer parameters of that type accept the handle; after ``close()``
+    every use is a :class:`~tensorffi.HandleClosedError`.
+``NAME: out handle(DESTROY)``
+    the same for an out-parameter (``int open(const char *name, dev_t **out)``):
+    the bridge passes a slot, and returns the handle C stored in it.
+``NAME: keep [dims] until H``
+    C keeps array ``NAME`` after the call returns (a registered buffer): the bridge
+    holds its memory while handle parameter ``H`` lives, and refuses memory that
+    could be resized or freed meanwhile (use :func:`tensorffi.buffer`).
+``NAME: release``
+    a kept array passed here is given back: the bridge stops holding it.
+``H: acquire``
+    after this call, arrays kept by handle ``H`` that C writes may hold new data:
+    their autograd version counters are bumped (a "wait" or "acquire" call).
+``NAME: callback(ARG: [dims], ..., copy, error=N) [until H]``
+    a Python callable for function-pointer parameter ``NAME``; it may be called
+    from any C thread. Array arguments of the callback become tensors viewing C
+    memory for the duration of the call (``copy``: copies that may be kept);
+    sizes named in their shapes, and ``void *`` arguments, are not passed. An
+    exception is stored and raised at the next call that takes handle ``H`` (or
+    when the call returns, without ``until``); C then receives ``N`` (default 0)
+    as the callback's result. ``until H``: the callback stays alive while ``H``
+    lives (C may call it after the registering call returns).
 
 A dimension is a symbol, an integer, or ``SYMBOL*K``. A symbol fixed by no input
 array (it appears only in ``out`` shapes) becomes a required keyword argument of
@@ -41,13 +74,17 @@ from dataclasses import dataclass, field
 from .errors import ContractError
 
 ROLES = ("in", "out", "inout")
-RETURNS = ("status", "value", "none")
+RETURNS = ("status", "count", "value", "none")
 
 _IDENT = r"[A-Za-z_]\w*"
 _ARRAY = re.compile(rf"^({_IDENT})\s*:\s*(?:(in|out|inout)(\?)?)?\s*(\?)?\s*\[(.*)\]$")
 _OPTIONAL = re.compile(rf"^({_IDENT})\s*:\s*(?:in\s*\?|\?|optional)$")
 _FILL = re.compile(rf"^({_IDENT})\s*=\s*(.+)$")
-_RETURN = re.compile(r"^(?:return|->)\s*:?\s*(\w+)$")
+_RETURN = re.compile(r"^(?:return|->)\s*:?\s*(\w+)\s*(?:\(\s*([A-Za-z_]\w*)\s*\))?$")
+_KEEP = re.compile(rf"^({_IDENT})\s*:\s*keep\s*\[(.*)\]\s*until\s+({_IDENT})$")
+_HANDLE_OUT = re.compile(rf"^({_IDENT})\s*:\s*(?:out\s+)?handle\s*\(\s*({_IDENT})\s*\)$")
+_MARK = re.compile(rf"^({_IDENT})\s*:\s*(release|acquire)$")
+_CALLBACK = re.compile(rf"^({_IDENT})\s*:\s*callback\s*\((.*)\)\s*(?:until\s+({_IDENT}))?$")
 
 
 @dataclass(frozen=True)
@@ -69,6 +106,7 @@ class ArraySpec:
     shape: tuple[Dim, ...] | None  # None: no shape declared (``NAME: ?``)
     optional: bool = False
     clause: str = field(default="", compare=False)  # the text it came from, for errors
+    until: str | None = None  # kept by C after the call, while handle parameter ``until`` lives
 
 
 @dataclass(frozen=True)
@@ -81,12 +119,35 @@ class Fill:
     clause: str = field(default="", compare=False)
 
 
+@dataclass(frozen=True)
+class CallbackSpec:
+    """``NAME: callback(ARG: [dims], ..., copy, error=N) until H``."""
+
+    name: str
+    arrays: dict[str, tuple[Dim, ...]]
+    copy: bool = False
+    error: int = 0
+    until: str | None = None
+    clause: str = field(default="", compare=False)
+
+
 @dataclass
 class Contract:
     arrays: dict[str, ArraySpec] = field(default_factory=dict)
     fills: dict[str, Fill] = field(default_factory=dict)
     returns: str | None = None
     source: str = ""
+    status_message: str | None = None  # return: status(MSGFN)
+    returns_handle: str | None = None  # return: handle(DESTROY): the destructor's name
+    handle_outs: dict[str, str] = field(default_factory=dict)  # NAME: out handle(DESTROY)
+    callbacks: dict[str, CallbackSpec] = field(default_factory=dict)
+    releases: set[str] = field(default_factory=set)
+    acquires: set[str] = field(default_factory=set)
+
+    def named(self) -> set[str]:
+        """Every parameter name the contract mentions."""
+        return (set(self.arrays) | set(self.fills) | set(self.handle_outs) | set(self.callbacks)
+                | self.releases | self.acquires)
 
     @property
     def symbols(self) -> set[str]:
@@ -98,6 +159,44 @@ class Contract:
             if fill.dim is not None:
                 out.update(fill.dim.symbols)
         return out
+
+
+def _split_top(text: str) -> list[str]:
+    """Split at commas outside brackets and parentheses."""
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "[(":
+            depth += 1
+        elif ch in "])":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _parse_callback(name: str, inner: str, until: str | None, clause: str, where: str) -> CallbackSpec:
+    arrays: dict[str, tuple[Dim, ...]] = {}
+    copy, error = False, 0
+    for item in _split_top(inner):
+        if item == "copy":
+            copy = True
+            continue
+        m = re.fullmatch(r"error\s*=\s*(-?\d+)", item)
+        if m:
+            error = int(m.group(1))
+            continue
+        m = re.fullmatch(rf"({_IDENT})\s*:\s*\[(.*)\]", item)
+        if not m:
+            raise ContractError(f"{where}: cannot read callback argument {item!r} (use 'ARG: [dims]', 'copy', 'error=N')")
+        arg, dims = m.groups()
+        if arg in arrays:
+            raise ContractError(f"{where}: callback argument {arg!r} is described twice")
+        arrays[arg] = tuple(_parse_dim(d, where) for d in dims.split(",")) if dims.strip() else ()
+    return CallbackSpec(name, arrays, copy, error, until, clause)
 
 
 def _parse_dim(text: str, where: str) -> Dim:
@@ -131,9 +230,40 @@ def parse_contract(text: str | None) -> Contract:
         where = f"contract clause {clause!r}"
         m = _RETURN.match(clause)
         if m:
-            if m.group(1) not in RETURNS:
-                raise ContractError(f"{where}: return must be one of {', '.join(RETURNS)}")
-            contract.returns = m.group(1)
+            kind, arg = m.groups()
+            if kind == "handle":
+                if arg is None:
+                    raise ContractError(f"{where}: a handle needs its destructor: 'return: handle(close_fn)'")
+                contract.returns_handle = arg
+                contract.returns = "value"
+                continue
+            if kind not in RETURNS:
+                raise ContractError(f"{where}: return must be one of {', '.join(RETURNS)} or handle(DESTROY)")
+            if arg is not None and kind not in ("status", "count"):
+                raise ContractError(f"{where}: only 'return: status(MSGFN)' and 'count(MSGFN)' take a function")
+            contract.returns = kind
+            contract.status_message = arg
+            continue
+        m = _KEEP.match(clause)
+        if m:
+            name, dims, until = m.groups()
+            if name in contract.arrays:
+                raise ContractError(f"{where}: {name!r} is described twice")
+            shape = tuple(_parse_dim(d, where) for d in dims.split(",")) if dims.strip() else ()
+            contract.arrays[name] = ArraySpec(name, None, shape, False, clause, until)
+            continue
+        m = _HANDLE_OUT.match(clause)
+        if m:
+            contract.handle_outs[m.group(1)] = m.group(2)
+            continue
+        m = _MARK.match(clause)
+        if m:
+            (contract.releases if m.group(2) == "release" else contract.acquires).add(m.group(1))
+            continue
+        m = _CALLBACK.match(clause)
+        if m:
+            name, inner, until = m.groups()
+            contract.callbacks[name] = _parse_callback(name, inner, until, clause, where)
             continue
         m = _ARRAY.match(clause)
         if m:
@@ -161,6 +291,8 @@ def parse_contract(text: str | None) -> Contract:
             contract.fills[param] = fill
             continue
         raise ContractError(
-            f"{where}: expected 'NAME: [dims]', 'NAME: out [dims]', 'NAME: ?', 'PARAM = EXPR' or 'return: status'"
+            f"{where}: expected 'NAME: [dims]', 'NAME: out [dims]', 'NAME: ?', 'PARAM = EXPR', 'return: status', "
+            f"'NAME: keep [dims] until H', 'NAME: out handle(DESTROY)', 'NAME: callback(...)', 'NAME: release' "
+            f"or 'NAME: acquire'"
         )
     return contract

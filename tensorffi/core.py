@@ -16,7 +16,7 @@ from .library import Library
 #: (``int`` results are statuses). Kernel modules bind with contracts instead.
 raw = Library(
     ffi, lib, DECLS, default_returns="status", error_message=last_error, description="tensorffi._native",
-    shim_lookup=lambda name: getattr(lib, SHIM_PREFIX + name, None),
+    shim_lookup=lambda name: getattr(lib, SHIM_PREFIX + name, None), native=True,
 )
 
 # The process-wide thread count: set_num_threads(), else computed once from

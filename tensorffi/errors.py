@@ -41,6 +41,10 @@ class ArgumentOverflowError(TensorFFIError, OverflowError):
     """A Python integer does not fit the C integer type of its parameter."""
 
 
+class HandleClosedError(TensorFFIError, ValueError):
+    """A handle was used after ``close()`` (its C object is destroyed)."""
+
+
 class AllocationError(TensorFFIError, MemoryError):
     """An output the bridge allocates for a call does not fit in memory."""
 
@@ -49,8 +53,38 @@ class ContractError(TensorFFIError, ValueError):
     """A contract string is malformed or does not match the C declaration."""
 
 
+class DeclarationError(ContractError):
+    """A C declaration (a cdef, a header, a source file) cannot be read.
+
+    ``file``, ``line`` and ``column`` (1-based) locate the problem in the user's own
+    text (``"<cdef>"`` for a cdef string); ``text`` is that line.
+    """
+
+    def __init__(self, message: str, *, file: str = "<cdef>", line: int = 0, column: int = 0, text: str = "") -> None:
+        super().__init__(message)
+        self.file = file
+        self.line = line
+        self.column = column
+        self.text = text
+
+
 class BuildError(TensorFFIError, RuntimeError):
-    """Compiling or loading user C code failed (the compiler output is attached)."""
+    """Compiling or loading user C code failed. ``output`` is the compiler's output, if any."""
+
+    def __init__(self, message: str, output: str = "") -> None:
+        super().__init__(message)
+        self.output = output
+
+
+class LibraryMismatchError(BuildError):
+    """A library handle was re-opened where its library is missing or differs from the
+    one it was made from (``path``; ``expected`` and ``found`` are content hashes)."""
+
+    def __init__(self, message: str, path: str = "", expected: str = "", found: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+        self.expected = expected
+        self.found = found
 
 
 class NativeError(TensorFFIError, RuntimeError):
@@ -139,8 +173,14 @@ def register_codes(codes: dict[str, int]) -> None:
             CODE_CLASSES[code] = CLASS_OF_NAME[name]
 
 
-def error_for_status(code: int, function: str, message: str = "") -> NativeError:
-    """The exception for a non-zero status ``code`` returned by C function ``function``."""
+def error_for_status(code: int, function: str, message: str = "", *, native: bool = True) -> NativeError:
+    """The exception for a non-zero status ``code`` returned by C function ``function``.
+
+    ``native``: a function of tensorffi's own library, whose TF_E* codes map to the
+    classes above; a user library's codes mean what that library says, so they are
+    a plain :class:`NativeError` carrying the code."""
+    if not native:
+        return NativeError(message or f"{function}() returned status {code}", code, function)
     cls = CODE_CLASSES.get(code, NativeError)
     name = CODE_NAMES.get(code, f"status {code}")
     text = message or f"{function} failed"

@@ -13,13 +13,24 @@ Memory: paths and plain files are memory-mapped, bytes-like inputs are read in
 place; beyond the output, a call allocates bookkeeping proportional to the number
 of chunks (about 100 bytes per chunk of 0.25-8 MiB), never a Python object per
 value. File objects that are not plain files (a GzipFile, a pipe) are read into
-memory first.
+memory first. A memory-mapped file that another process truncates while it is
+parsed, or a source tensor whose storage is freed meanwhile, is a
+:class:`tensorffi.errors.NativeIOError` (an ``OSError``), not a crash: C reads the
+input under a SIGBUS/SIGSEGV guard (see csrc/parse.c), and a tensor source's
+storage is held for the call and checked after every progress report.
 
-How it works: pass 1 cuts the input into chunks at line starts and counts the
-records of each chunk on all threads (a chunk that turns out to begin inside a
+How it works: inputs up to 256 KiB (without ``usecols`` or ``progress``) are parsed
+in one native call on the calling thread: the header decision, then one pass that
+writes the rows into a buffer sized from an upper bound (every field but the last
+ends with its own delimiter or line end) and trimmed in place. Larger inputs take
+two parallel passes: pass 1 cuts the input into chunks at line starts and counts
+the records of each chunk on all threads (a chunk that turns out to begin inside a
 quoted field is recounted from the true record start); the output is allocated
 with the exact row count; pass 2 parses the chunks in parallel into their rows.
-Errors are collected per chunk and the first one in the file is raised.
+Errors are collected per chunk and the first one in the file is raised. Where the
+CPU has AVX2 (or AVX-512 with VBMI), a field of the common shape is read with one
+32-byte load and no branch on its digit counts; ``TENSORFFI_SIMD`` caps the level,
+and ``tensorffi.core.lib.tf_parse_simd()`` reports the one in use.
 
 >>> import tensorffi.io
 >>> tensorffi.io.read_csv(b"x,y\\n1.5,2\\n3,-4e-1\\n", dtype="float64").tolist()
@@ -30,6 +41,7 @@ from __future__ import annotations
 import io as _stdio
 import mmap
 import os
+import threading
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -39,7 +51,7 @@ import torch
 from ._callbacks import CallbackScope
 from ._lib import native
 from .core import resolve_threads
-from .errors import NativeError, ParseError
+from .errors import NativeError, NativeIOError, ParseError
 
 __all__ = ["read_csv", "ParseError"]
 
@@ -48,6 +60,15 @@ _record = native("tf_parse_record", "data: [n]; spans: out [max_fields, 3]; info
 _count = native("tf_parse_count", "data: [n]; chunks: out [nchunks, 4]; total_rows: out [1]")
 _FILL_CONTRACT = "data: [n]; chunks: [nchunks, 4]; colmap: [ncols_in]; out: out [rows, cols]; errinfo: out [5]"
 _fill = {name: native(f"tf_parse_fill_{name}", _FILL_CONTRACT) for name in ("f32", "f64", "f16", "bf16")}
+_SMALL_CONTRACT = "data: [n]; out: out [cap]; meta: out [nmeta]"
+_small = {name: native(f"tf_parse_small_{name}", _SMALL_CONTRACT) for name in ("f32", "f64", "f16", "bf16")}
+
+#: Inputs up to this size (and without usecols or a progress callback) are parsed in
+#: one call on the calling thread: the header decision, the rows and the values in a
+#: single pass into a buffer sized from an upper bound, then trimmed. Below it, the
+#: fixed costs of the parallel passes (three native calls, threads) exceed the work.
+_SMALL_BYTES = 256 << 10
+_HEADER = {False: 0, True: 1, "auto": 2}
 
 #: Chunk size of the parallel passes: None picks one from the input size and thread
 #: count. Tests set it to a few bytes to put chunk boundaries everywhere.
@@ -76,6 +97,7 @@ _KERNELS: dict[Any, str] = {
 }
 _TORCH = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16}
 _NUMPY = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64), "f16": np.dtype(np.float16)}
+_RAW = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64), "f16": np.dtype(np.uint16), "bf16": np.dtype(np.uint16)}
 
 
 def read_csv(
@@ -116,9 +138,10 @@ def read_csv(
         missing: the value of an empty field (default NaN).
         max_rows: read at most this many data rows; nothing after them is read.
         threads: parsing threads (None: :func:`tensorffi.get_num_threads`).
-        progress: True for a tqdm bar (in bytes), or a callable ``f(done, total)``
-            called on the calling thread; an exception it raises (or Ctrl-C) stops
-            the parse promptly and reaches the caller.
+        progress: True for a tqdm bar, or a callable ``f(done, total)`` called on the
+            calling thread with integer bytes: first ``(0, total)``, last
+            ``(total, total)``; an exception it raises (or Ctrl-C) stops the parse
+            promptly and reaches the caller.
         like: ``"numpy"`` (or the ``numpy`` module, or ``np.ndarray``) returns a NumPy
             array; the default returns a torch tensor. bfloat16 needs torch.
         return_names: also return the column names (a list of ``str``, or None when
@@ -130,8 +153,11 @@ def read_csv(
     Raises:
         tensorffi.ParseError: a malformed number, a record with the wrong number of
             fields, an unterminated quote, a NUL byte or invalid UTF-8; it carries
-            ``line``, ``column`` (1-based, in characters), ``offset`` (0-based byte)
-            and ``text`` (the offending token or record).
+            ``line`` (physical, counting lines inside quoted fields), ``column``
+            (1-based, in characters), ``offset`` (0-based byte) and ``text`` (the
+            offending token or record).
+        tensorffi.errors.NativeIOError: the input changed while it was read (a
+            memory-mapped file truncated, a source tensor's storage freed).
 
     Grammar: decimal numbers with an optional sign, ``.5`` and ``5.``, exponents
     (``1e5``, ``1E-5``, ``1e+05``), ``inf``/``infinity``/``nan`` in any case with a
@@ -148,34 +174,52 @@ def read_csv(
     >>> t[1, 0].isnan().item(), t[1, 1].item()   # an empty field is NaN; 0.1 rounded once
     (True, 0.10000000149011612)
     """
-    kernel = _kernel_for(dtype)
-    want_numpy = _wants_numpy(like)
+    # Arguments (the common spellings first: small inputs make this cost visible).
+    kernel = _KERNELS.get(dtype) if isinstance(dtype, (torch.dtype, str)) else None
+    if kernel is None:
+        kernel = _kernel_for(dtype)
+    want_numpy = False if like is None else _wants_numpy(like)
     if want_numpy and kernel == "bf16":
         raise TypeError("NumPy has no bfloat16 dtype: use like=torch (the default) for bfloat16")
-    delim = _char_code(delimiter, "delimiter")
-    comment_code = -1 if comment is None else _char_code(comment, "comment")
-    if comment in (" ", "\t"):
-        raise ValueError(f"comment cannot be a blank ({comment!r}): blanks around fields are ignored")
-    if comment_code == delim:
-        raise ValueError(f"comment and delimiter must differ, both are {delimiter!r}")
+    delim = 44 if delimiter == "," else _char_code(delimiter, "delimiter")
+    if comment is None:
+        comment_code = -1
+    else:
+        comment_code = _char_code(comment, "comment")
+        if comment in (" ", "\t"):
+            raise ValueError(f"comment cannot be a blank ({comment!r}): blanks around fields are ignored")
+        if comment_code == delim:
+            raise ValueError(f"comment and delimiter must differ, both are {delimiter!r}")
     if header is None:
         header = False
-    if header not in (True, False, "auto"):
+    if header is not True and header is not False and header != "auto":
         raise ValueError(f"header must be 'auto', True or False, got {header!r}")
-    skiprows = _count_arg(skiprows, "skiprows")
+    if type(skiprows) is not int or skiprows < 0:
+        skiprows = _count_arg(skiprows, "skiprows")
     limit = -1 if max_rows is None else _count_arg(max_rows, "max_rows")
-    try:
-        missing_value = float(missing)
-    except (TypeError, ValueError):
-        raise TypeError(f"missing must be a number, got {missing!r}") from None
+    if type(missing) is float:
+        missing_value = missing
+    else:
+        try:
+            missing_value = float(missing)
+        except (TypeError, ValueError):
+            raise TypeError(f"missing must be a number, got {missing!r}") from None
     nthreads = resolve_threads(threads)
 
-    buf, name = _as_buffer(source)
+    if progress is not None and progress is not False and progress is not True and not callable(progress):
+        raise TypeError(f"progress must be True, False, None or a callable(done, total), got {progress!r}")
+    if type(source) is bytes:
+        buf, name, held = np.frombuffer(source, dtype=np.uint8), "<bytes>", None
+    else:
+        buf, name, held = _as_buffer(source)
     try:
-        return _read(
+        result = _read(
             buf, name, kernel, want_numpy, delim, comment_code, header, skiprows, usecols, missing_value, limit,
-            nthreads, progress, return_names,
+            nthreads, progress, return_names, held,
         )
+        if held is not None:
+            held.check()  # another thread may have resized it while C read it
+        return result
     finally:
         del buf  # drop the mapping as soon as we are done
 
@@ -183,9 +227,13 @@ def read_csv(
 def _read(
     buf: np.ndarray, name: str, kernel: str, want_numpy: bool, delim: int, comment: int, header: Any,
     skiprows: int, usecols: Any, missing: float, limit: int, nthreads: int, progress: Any, return_names: bool,
+    held: "_HeldStorage | None",
 ) -> Any:
-    n = int(buf.shape[0])
-    start = 3 if n >= 3 and bytes(buf[:3]) == _BOM else 0
+    n = buf.shape[0]
+    start = 3 if n >= 3 and buf[0] == 0xEF and bytes(buf[:3]) == _BOM else 0
+    if n <= _SMALL_BYTES and usecols is None and not progress and _CHUNK_BYTES is None:
+        return _read_small(buf, name, kernel, want_numpy, delim, comment, header, skiprows, missing, limit, start,
+                           return_names)
     errinfo = np.zeros(5, dtype=np.int64)
 
     # The first record: header or data? How many columns?
@@ -228,12 +276,126 @@ def _read(
     # Pass 2: parse into the output, allocated here.
     out, result = _allocate(kernel, want_numpy, rows, cols)
     if rows > 0 or region > 0:
-        with CallbackScope(progress, desc="read_csv", unit="MB", scale=1e-6) as scope:
-            _call(
-                _fill[kernel], (buf, name, errinfo), buf, delim, comment, chunks, colmap, missing, nthreads,
-                scope.fn, scope.handle, out=out, errinfo=errinfo, scope=scope,
-            )
+        reporter = _Progress(progress, held)
+        with CallbackScope(reporter if reporter.active else None) as scope:
+            try:
+                if reporter.active and scope.report(0, region):  # before C reads: the bar appears at 0
+                    scope.check()
+                _call(
+                    _fill[kernel], (buf, name, errinfo), buf, delim, comment, chunks, colmap, missing, nthreads,
+                    scope.fn, scope.handle, out=out, errinfo=errinfo, scope=scope,
+                )
+                if reporter.active and scope.report(region, region):  # max_rows may stop early: end at 100%
+                    scope.check()
+            finally:
+                reporter.close()
     return (result, out_names) if return_names else result
+
+
+class _Progress:
+    """read_csv's progress reports, in bytes: the caller's ``f(done, total)``, or a
+    tqdm bar (``progress=True``) counted in integer bytes so that it ends exactly at
+    its total (a bar in float megabytes drifted past it: clamping warnings, negative
+    ETAs, an unfilled last frame). After every report, a source tensor's storage is
+    checked: one resized or freed from the callback stops the parse."""
+
+    def __init__(self, progress: Any, held: "_HeldStorage | None") -> None:
+        self.user = progress if callable(progress) and progress is not True else None
+        self.want_bar = progress is True
+        self.held = held
+        self.active = self.want_bar or self.user is not None or held is not None
+        self.bar: Any = None
+        self.done = -1
+
+    def __call__(self, done: int, total: int) -> None:
+        if done != self.done:
+            self.done = done
+            if self.want_bar:
+                self._draw(done, total)
+            elif self.user is not None:
+                self.user(done, total)
+        if self.held is not None:
+            self.held.check()
+
+    def _draw(self, done: int, total: int) -> None:
+        if self.bar is None:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc="read_csv", unit="B", unit_scale=True, unit_divisor=1000)
+        self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+class _HeldStorage:
+    """A source tensor's storage, held for the whole call, and its extent then."""
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.storage = tensor.untyped_storage()
+        self.extent = (self.storage.data_ptr(), self.storage.nbytes())
+
+    def check(self) -> None:
+        if (self.storage.data_ptr(), self.storage.nbytes()) != self.extent:
+            raise NativeIOError(
+                "read_csv: the source tensor's storage was resized or freed while it was being parsed [TF_EIO]",
+                -9, "read_csv",
+            )
+
+
+def _read_small(
+    buf: np.ndarray, name: str, kernel: str, want_numpy: bool, delim: int, comment: int, header: Any,
+    skiprows: int, missing: float, limit: int, start: int, return_names: bool,
+) -> Any:
+    """The whole parse in one native call (tf_parse_small_*): into a buffer of
+    n - start + 1 values (every field but the last ends with its own delimiter or line
+    end, so no input has more), then trimmed to the rows found."""
+    n = int(buf.shape[0])
+    out = np.empty(n - start + 1, dtype=_RAW[kernel])
+    meta, info, errinfo, spans = _small_meta()
+    _call(
+        _small[kernel], (buf, name, errinfo), buf, start, skiprows, delim, comment, _HEADER[header], limit, missing,
+        out=out, meta=meta,
+    )
+    rows, cols, is_header, first, _ = info.tolist()
+    names: list[str] | None = None
+    if is_header and return_names:
+        if cols > spans.shape[0]:  # a wide header: its spans again, all of them
+            spans = torch.empty((cols, 3), dtype=torch.int64)
+            _call(_record, (buf, name, errinfo), buf, start, skiprows, delim, comment, spans=spans,
+                  info=torch.empty(4, dtype=torch.int64), errinfo=errinfo)
+        names = [_field_text(buf, spans[i]) for i in range(cols)]
+    elif header is True and first < 0:
+        names = []
+    try:
+        out.resize(rows * cols, refcheck=True)  # realloc: gives back the unused part of the bound
+    except ValueError:  # something else still refers to out: copy instead
+        out = out[: rows * cols].copy()
+    out = out.reshape(rows, cols)
+    if want_numpy:
+        result: Any = out.view(np.float16) if kernel == "f16" else out
+    else:
+        result = torch.from_numpy(out)
+        if kernel in ("f16", "bf16"):
+            result = result.view(_TORCH[kernel])
+    return (result, names) if return_names else result
+
+
+_meta = threading.local()
+
+
+def _small_meta() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The small path's bookkeeping buffer (tf_parse_small_*'s meta: info, errinfo, and
+    the spans of 64 fields) and views of its parts: one int64 tensor per thread, made
+    once (the call is all fixed costs, and the bridge binds a tensor faster than an
+    array). Nothing else runs on this thread while it is in use: the small path has no
+    callbacks."""
+    views = getattr(_meta, "views", None)
+    if views is None:
+        meta = torch.empty(10 + 64 * 3, dtype=torch.int64)
+        views = _meta.views = (meta, meta[:5], meta[5:10], meta[10:].view(64, 3))
+    return views
 
 
 def _call(fn: Callable[..., Any], where: tuple[np.ndarray, str, np.ndarray], *args: Any,
@@ -241,8 +403,7 @@ def _call(fn: Callable[..., Any], where: tuple[np.ndarray, str, np.ndarray], *ar
     """Call a parse kernel; a TF_EPARSE status becomes a ParseError with its position.
 
     ``where`` is (input buffer, its name, the errinfo array the kernel fills)."""
-    buf, name, errinfo = where
-    errinfo[:] = 0
+    buf, name, errinfo = where  # C fills errinfo whenever it reports TF_EPARSE
     try:
         return scope.call(fn, *args, **kwargs) if scope is not None else fn(*args, **kwargs)
     except ParseError as exc:
@@ -376,8 +537,17 @@ def _count_arg(value: Any, what: str) -> int:
     return int(value)
 
 
-def _as_buffer(source: Any) -> tuple[np.ndarray, str]:
-    """The input as a 1-D uint8 array (memory-mapped for files), and a name for errors."""
+def _as_buffer(source: Any) -> tuple[np.ndarray, str, "_HeldStorage | None"]:
+    """The input as a 1-D uint8 array (memory-mapped for files), a name for errors, and
+    for a tensor source its storage, held and checked (C must not read freed memory)."""
+    buf, name = _as_array(source)
+    held = _HeldStorage(source) if isinstance(source, torch.Tensor) else None
+    return buf, name, held
+
+
+def _as_array(source: Any) -> tuple[np.ndarray, str]:
+    if type(source) is bytes:
+        return np.frombuffer(source, dtype=np.uint8), "<bytes>"
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         with open(path, "rb") as f:

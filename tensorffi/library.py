@@ -45,6 +45,7 @@ class Library:
         error_message: Callable[[], str] | None = None,
         reopen: tuple[Callable[..., "Library"], tuple[Any, ...], dict[str, Any]] | None = None,
         description: str = "",
+        native: bool = False,
     ) -> None:
         self.ffi = ffi
         self.raw = raw
@@ -55,6 +56,7 @@ class Library:
         self._error_message = error_message
         self._reopen = reopen
         self._description = description
+        self._native = native  # tensorffi's own library: TF_E* status codes
         self._bound: dict[str, Callable[..., Any]] = {}
         check_contracts(contracts)
         unknown = set(self._contracts) - set(decls.functions)
@@ -80,6 +82,8 @@ class Library:
             pointers_as_int=use_shim,
             default_returns=self._default_returns,
             error_message=self._error_message,
+            resolve=lambda fname: getattr(self.raw, fname),
+            native=self._native,
         ).call
         self._bound[name] = bound
         return bound

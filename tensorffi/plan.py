@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._decl import _SIZED, ELEMENT_DTYPES, CFunction
-from .contract import Contract, Dim, Fill
+from .contract import CallbackSpec, Contract, Dim, Fill
 from .errors import ContractError
 
-RETURNS = ("status", "value", "none")
+RETURNS = ("status", "count", "value", "none", "handle")
 
 
 def pyname(name: str) -> str:
@@ -41,7 +41,7 @@ class Param:
     name: str
     pyname: str
     index: int
-    kind: str  # "array" | "scalar" | "string" | "struct" | "raw"
+    kind: str  # "array" | "scalar" | "string" | "struct" | "handle_out" | "callback" | "raw"
     ctype: str  # C spelling ("const float *")
     dtype: str | None = None  # arrays: canonical element dtype ("any" for void *)
     role: str = "in"  # arrays: in | out | inout
@@ -54,6 +54,12 @@ class Param:
     is_symbol: bool = False  # an integer parameter named like a shape symbol (it *is* that size)
     as_int: bool = False  # passed to C as an intptr_t (shim)
     clause: str = ""
+    keep_until: str | None = None  # arrays C keeps after the call, while this handle parameter lives
+    release: bool = False  # arrays: a kept array given back (the bridge stops holding it)
+    acquire: bool = False  # handle parameters: C may have written the arrays this handle keeps
+    destroy: str | None = None  # handle_out: the destructor's name
+    callback: CallbackSpec | None = None  # callback: how its arguments become tensors
+    signature: CFunction | None = None  # callback: the function pointer's parameters and result
 
     @property
     def written(self) -> bool:
@@ -62,7 +68,8 @@ class Param:
     @property
     def caller_gives(self) -> bool:
         """Whether the caller passes this parameter in the short calling form (positionally)."""
-        return not (self.fill is not None or self.is_symbol or self.role == "out" or self.optional)
+        return not (self.fill is not None or self.is_symbol or self.role == "out" or self.optional
+                    or self.kind == "handle_out")
 
 
 @dataclass
@@ -83,7 +90,8 @@ class Plan:
     #: symbols fixed by required (non-optional) input arrays
     input_bound: set[str]
     pointers_as_int: bool = False
-    hidden_ok: set[str] = field(default_factory=set)
+    returns_handle: str | None = None  # return: handle(DESTROY)
+    status_message: str | None = None  # return: status(MSGFN)
 
     @property
     def by_name(self) -> dict[str, Param]:
@@ -96,7 +104,13 @@ class Plan:
 
     @property
     def keyword_only(self) -> list[Param]:
-        return [p for p in self.params if not p.caller_gives]
+        """Parameters the caller may pass by keyword (out handles are only returned)."""
+        return [p for p in self.params if not p.caller_gives and p.kind != "handle_out"]
+
+    @property
+    def has_full_form(self) -> bool:
+        """Whether the C declaration's own calling form differs from the short one."""
+        return len(self.positional) != len(self.params)
 
     @property
     def arrays(self) -> list[Param]:
@@ -117,6 +131,14 @@ class Plan:
                 what = f"{p.role}{'?' if p.optional else ''} {p.dtype}{shape}"
                 if p.role == "out":
                     what += " (allocated and returned)"
+                if p.keep_until:
+                    what += f", kept by C while '{p.keep_until}' lives"
+            elif p.kind == "handle_out":
+                what = f"out handle (closed by {p.destroy})"
+            elif p.kind == "callback":
+                what = "a Python callable (may be called from C threads)"
+                if p.callback and p.callback.until:
+                    what += f", kept while '{p.callback.until}' lives"
             elif p.fill is not None:
                 src = f"numel({p.fill.numel_of})" if p.fill.numel_of else str(p.fill.dim)
                 what = f"filled in: {p.name} = {src}"
@@ -166,6 +188,9 @@ def build_plan(
         return ContractError(f"{fname}: {msg}{where}")
 
     names = {p.name for p in decl.params}
+    for key in sorted(set(contract.handle_outs) | set(contract.callbacks) | contract.releases | contract.acquires):
+        if key not in names:
+            raise fail(f"the contract names '{key}', which is not a parameter of {decl.text}")
     for key, spec in contract.arrays.items():
         if key not in names:
             raise fail(f"the contract names '{key}', which is not a parameter of {decl.text}", spec.clause)
@@ -209,6 +234,20 @@ def build_plan(
             raise fail(f"'{cp.name}' = ... needs an integer parameter, not {ct.text}", fill.clause)
         if cp.name in symbols:
             raise fail(f"'{cp.name}' is used as a size, but it is {ct.text}, not an integer")
+        if cp.name in contract.handle_outs:
+            if ct.pointer_depth != 2 or ct.is_function_pointer:
+                raise fail(f"'{cp.name}' ({ct.text}) cannot receive a handle: it must be a pointer to a pointer")
+            p.kind, p.destroy, p.as_int = "handle_out", contract.handle_outs[cp.name], False
+            params.append(p)
+            continue
+        if cp.name in contract.callbacks:
+            if not ct.is_function_pointer or ct.signature is None:
+                raise fail(f"'{cp.name}' ({ct.text}) is not a function pointer", contract.callbacks[cp.name].clause)
+            p.kind, p.callback, p.signature, p.as_int = "callback", contract.callbacks[cp.name], ct.signature, False
+            p.clause = p.callback.clause
+            _check_callback(fail, p)
+            params.append(p)
+            continue
         optional = spec is not None and spec.optional
         if ct.is_struct and ct.pointer_depth == 1:
             if spec is not None and (spec.shape is not None or spec.role is not None):
@@ -228,6 +267,10 @@ def build_plan(
                 p.role = role
                 p.optional = optional
                 p.shape = spec.shape if spec is not None else None
+                if spec is not None and spec.until is not None:
+                    p.keep_until = spec.until
+                    if optional:
+                        raise fail(f"a kept array cannot be optional", p.clause)
                 if role == "out":
                     if ct.dtype == "any":
                         raise fail(f"out array '{cp.name}' is void *: its dtype is unknown", p.clause)
@@ -242,6 +285,28 @@ def build_plan(
         params.append(p)
 
     by_name = {p.name: p for p in params}
+
+    # handles: what is kept until which handle, what is released and acquired
+    def handle_param(name: str, clause: str) -> Param:
+        h = by_name.get(name)
+        if h is None:
+            raise fail(f"'until {name}' names no parameter", clause)
+        if not (h.kind == "struct" or (h.kind == "array" and h.dtype == "any" and h.shape is None)):
+            raise fail(f"'until {name}': '{name}' ({h.ctype}) is not a handle (a pointer to an opaque type)", clause)
+        return h
+
+    for p in params:
+        if p.keep_until is not None:
+            handle_param(p.keep_until, p.clause)
+        if p.kind == "callback" and p.callback is not None and p.callback.until is not None:
+            handle_param(p.callback.until, p.clause)
+    for name in contract.releases:
+        p = by_name[name]
+        if p.kind != "array":
+            raise fail(f"'{name}: release' needs an array parameter, not {p.ctype}")
+        p.release = True
+    for name in contract.acquires:
+        handle_param(name, f"{name}: acquire").acquire = True
 
     # numel(NAME) must name an array whose numel is known when fills are computed.
     for p in params:
@@ -320,14 +385,18 @@ def build_plan(
             raise fail(f"size '{s}' would be passed as {pyname(s)}=, which is also a parameter's name")
 
     res = decl.result
-    if res.text == "void":
+    if contract.returns_handle is not None:
+        if res.pointer_depth < 1 or res.is_function_pointer:
+            raise fail(f"'return: handle(...)' needs a pointer result, not {res.text}")
+        returns = "handle"
+    elif res.text == "void":
         returns = "none"
     elif contract.returns is not None:
         returns = contract.returns
     else:
         returns = default_returns if (res.is_integer and res.pointer_depth == 0) else "value"
-    if returns == "status" and not (res.is_integer and res.pointer_depth == 0):
-        raise fail(f"'return: status' needs an integer result, not {res.text}")
+    if returns in ("status", "count") and not (res.is_integer and res.pointer_depth == 0):
+        raise fail(f"'return: {returns}' needs an integer result, not {res.text}")
     result_is_string = res.pointer_depth == 1 and res.resolved == "char"
 
     return Plan(
@@ -341,7 +410,29 @@ def build_plan(
         fill_order=order,
         input_bound=input_bound,
         pointers_as_int=pointers_as_int,
+        returns_handle=contract.returns_handle,
+        status_message=contract.status_message,
     )
+
+
+def _check_callback(fail: Any, p: Param) -> None:
+    """A callback's array arguments must be pointers of the function pointer's
+    signature, and their sizes its integer arguments."""
+    spec, sig = p.callback, p.signature
+    assert spec is not None and sig is not None
+    by = {q.name: q for q in sig.params}
+    for arg, shape in spec.arrays.items():
+        q = by.get(arg)
+        if q is None:
+            raise fail(f"callback '{p.name}' has no argument '{arg}' ({sig.text or p.ctype})", spec.clause)
+        if q.type.pointer_depth != 1 or q.type.dtype in (None, "any"):
+            raise fail(f"callback argument '{arg}' ({q.type.text}) is not a pointer to numbers", spec.clause)
+        for d in shape:
+            for sym in d.symbols:
+                s = by.get(sym)
+                if s is None or not s.type.is_integer:
+                    raise fail(f"callback argument '{arg}': size '{sym}' is not an integer argument of the callback",
+                               spec.clause)
 
 
 # --------------------------------------------------------------------------- #

@@ -34,6 +34,26 @@ from tensorffi import ParseError
 
 ROOT = Path(__file__).resolve().parent.parent
 
+
+#: Tests whose subject does not depend on the parse path run once.
+ONE_PATH = {"test_pow5_table_is_exact", "test_faults_outside_the_input_still_end_the_process", "test_demo_runs"}
+
+
+def pytest_generate_tests(metafunc):
+    if metafunc.function.__name__ not in ONE_PATH:
+        metafunc.parametrize("parse_path", ["one-call", "passes"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def parse_path(request, monkeypatch):
+    """Every test runs both ways: small inputs in one native call (tf_parse_small_*),
+    and the parallel count-and-fill passes that larger inputs take."""
+    path = getattr(request, "param", "one-call")
+    if path == "passes":
+        monkeypatch.setattr(tio, "_SMALL_BYTES", -1)
+    return path
+
+
 # --------------------------------------------------------------------------- #
 # references                                                                   #
 # --------------------------------------------------------------------------- #
@@ -461,6 +481,148 @@ def test_grammar_accepts_every_documented_form():
     assert out == [float(s) for s in texts]
 
 
+def simd_levels() -> list[str]:
+    """The SIMD caps this CPU can run (TENSORFFI_SIMD values), lowest first."""
+    best = int(tensorffi.core.lib.tf_simd_level())
+    return ["scalar", "avx2", "avx512"][: best + 1]
+
+
+def cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
+    except OSError:
+        return set()
+
+
+@pytest.mark.parametrize("simd", simd_levels())
+def test_parse_simd_reports_the_level_that_runs(rng, monkeypatch, simd):
+    """tf_parse_simd() follows the TENSORFFI_SIMD cap (AVX-512 kernels need VBMI too),
+    and every level gives the same bits."""
+    flags = cpu_flags()
+    monkeypatch.setenv("TENSORFFI_SIMD", simd)
+    level = int(tensorffi.core.lib.tf_parse_simd())
+    if simd == "avx512" and flags:
+        assert level == (2 if "avx512vbmi" in flags else 1)
+    elif flags or simd == "scalar":
+        assert level == {"scalar": 0, "avx2": 1}.get(simd, level)
+    data, texts = realistic_table(rng, 400, "%.17g")
+    got = tio.read_csv(data, dtype=torch.float64, header=False, threads=2).numpy()
+    assert got.tobytes() == np.array([[float(t) for t in row] for row in texts]).tobytes()
+
+#: Fields read by the vector reader of common numbers or sent back to the general path:
+#: every documented form, with every terminator, and the lengths around its limits.
+VALID_FIELDS = [
+    "5", "-5", "+5", ".5", "5.", "-.5", "+5.", "5.5", "1e5", "1E5", "1e+05", "1E-5", "-1.5e-3", "00012", "0.000",
+    "-0", "-0.0", "+0e7", "123456789012345678", "1234567890123456789", "12345678901234567890",
+    "0.0029582824192359793", "-0.00000000000000000000000000001", "1" * 31, "1." + "2" * 29, "-1." + "2" * 28,
+    "9" * 19 + ".5", "0." + "0" * 28 + "1", "3.4028236e38", "1e-45", "4.9e-324", "2.2250738585072011e-308",
+    "1.7976931348623157e308", "1.8e308", "1e-400", "12345678901234567890123456789012.5", "0.1e99999999999999999999", "inf", "-nan", "1e0001",
+]
+BAD_FIELDS = ["1e", "1e+", "1e-", ".", "-", "+", "-.", ".e1", "1.2.3", "1..2", "0x10", "++1", "--1", "+-1", "1-",
+              "1.5f", "1e5.5", "1.5e+-3", "1" * 33 + "x", "1." + "2" * 31 + "e", "5%", "NA"]
+
+
+@pytest.mark.parametrize("simd", simd_levels())
+@pytest.mark.parametrize("eol", ["\n", "\r\n"])
+def test_vector_field_reader_agrees_with_float(monkeypatch, simd, eol):
+    """Each form in the middle of a long input (where the vector reader runs: it needs
+    64 bytes ahead) and at its end, in the first, middle and last column."""
+    monkeypatch.setenv("TENSORFFI_SIMD", simd)
+    pad = eol.join(["0.25,-1.5,7"] * 12) + eol
+    for text in VALID_FIELDS:
+        for col in range(3):
+            row = ["1", "2", "3"]
+            row[col] = text
+            line = ",".join(row) + eol
+            data = (pad + line + pad + line.rstrip()).encode()
+            got = tio.read_csv(data, dtype=torch.float64, header=False)
+            assert got.shape == (26, 3)
+            for r in (12, 25):
+                bits = got[r, col : col + 1].view(torch.int64).item() & (2**64 - 1)
+                want = f64_bits(float(text))
+                assert bits == want or (math.isnan(float(text)) and math.isnan(got[r, col].item())), (simd, text, r)
+            assert got[11].tolist() == [0.25, -1.5, 7.0] and got[13].tolist() == [0.25, -1.5, 7.0]
+
+
+@pytest.mark.parametrize("simd", simd_levels())
+def test_vector_field_reader_rejects_malformed_numbers(monkeypatch, simd):
+    monkeypatch.setenv("TENSORFFI_SIMD", simd)
+    pad = "0.25,-1.5\n" * 12
+    for token in BAD_FIELDS:
+        data = (pad + f"3,{token}\n" + pad).encode()
+        with pytest.raises(ParseError) as info:
+            tio.read_csv(data, header=False)
+        assert (info.value.line, info.value.column, info.value.offset) == (13, 3, len(pad) + 2), (simd, token)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.text("0123456789.-+eE", min_size=1, max_size=36), min_size=3, max_size=3), st.sampled_from(simd_levels()))
+def test_hypothesis_fields_in_the_vector_region(tokens, simd):
+    """Any token over the number alphabet, read where the vector reader runs: the value
+    of float() where Python accepts it (the same grammar on this alphabet), else a
+    ParseError at the token."""
+    os.environ["TENSORFFI_SIMD"] = simd
+    try:
+        pad = "0.25,-1.5,7\n" * 8
+        line = ",".join(tokens) + "\n"
+        data = (pad + line + pad).encode()
+        try:
+            want = [float(t) for t in tokens]
+        except ValueError:
+            bad = next(i for i, t in enumerate(tokens) if not _is_float(t))
+            with pytest.raises(ParseError) as info:
+                tio.read_csv(data, dtype=torch.float64, header=False)
+            assert info.value.line == 9 and info.value.offset == len(pad) + sum(len(t) + 1 for t in tokens[:bad])
+            return
+        got = tio.read_csv(data, dtype=torch.float64, header=False)
+        assert got.shape == (17, 3)
+        assert got[8].view(torch.int64).tolist() == [struct.unpack("<q", struct.pack("<d", v))[0] for v in want]
+        got32 = tio.read_csv(data, dtype=torch.float32, header=False)
+        assert [b & 0xFFFFFFFF for b in got32[8].view(torch.int32).tolist()] == [exact_bits(t, 23, 8) for t in tokens]
+    finally:
+        del os.environ["TENSORFFI_SIMD"]
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def realistic_table(rng: np.random.Generator, rows: int, fmt: str) -> tuple[bytes, list[list[str]]]:
+    """rows x 6 values as written by np.savetxt(fmt=...) from float32 or float64 data of
+    mixed magnitudes, with signed zeros and subnormals mixed in."""
+    x = rng.standard_normal((rows, 6)) * 10.0 ** rng.integers(-3, 4, size=(rows, 6))
+    if fmt == "%.9g":
+        x = x.astype(np.float32).astype(np.float64)
+    specials = [-0.0, 0.0, 5e-324, -2.2250738585072014e-308, 1.4e-45, -1e-40, 3.4028235e38, 6.1e-5, -6.0e-8]
+    idx = rng.integers(0, x.size, size=min(len(specials) * 3, x.size))
+    x.flat[idx] = rng.choice(specials, size=len(idx))
+    texts = [[fmt % v for v in row] for row in x.tolist()]
+    return ("\n".join(",".join(r) for r in texts) + "\n").encode(), texts
+
+
+@pytest.mark.parametrize("simd", simd_levels())
+@pytest.mark.parametrize("fmt", ["%.9g", "%.17g", "%.6e", "%r"])
+def test_realistic_data_rounds_exactly(rng, monkeypatch, simd, fmt):
+    """float64 bit-identical to float(); float32/float16/bfloat16 rounded once from the text."""
+    monkeypatch.setenv("TENSORFFI_SIMD", simd)
+    data, texts = realistic_table(rng, 300, fmt)
+    flat = [t for row in texts for t in row]
+    got64 = tio.read_csv(data, dtype=torch.float64, header=False, threads=2)
+    assert got64.shape == (300, 6)
+    assert got64.flatten().view(torch.int64).tolist() == [struct.unpack("<q", struct.pack("<d", float(t)))[0] for t in flat]
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        mb, eb = FORMATS[dtype]
+        got = tio.read_csv(data, dtype=dtype, header=False)
+        mask = (1 << (mb + eb + 1)) - 1
+        bits = [v & mask for v in got.flatten().view(INT_VIEW[dtype]).tolist()]
+        assert bits == [exact_bits(t, mb, eb) for t in flat], (dtype, simd, fmt)
+
+
 # --------------------------------------------------------------------------- #
 # CSV structure                                                                #
 # --------------------------------------------------------------------------- #
@@ -649,7 +811,7 @@ def test_against_python_csv_module(rng):
     assert np.array_equal(ref, values[:, [0, 2, 3, 5]])
 
 
-@pytest.mark.parametrize("simd", ["scalar", "avx2"])
+@pytest.mark.parametrize("simd", simd_levels())
 def test_chunk_boundaries_everywhere(rng, monkeypatch, simd):
     """Tiny chunks put internal boundaries inside fields, quotes, CRLFs and quoted
     newlines; every size and thread count must give the single-chunk result."""
@@ -670,7 +832,7 @@ def test_vector_and_scalar_counting_agree(rng, monkeypatch, text_cols):
     data, values = random_csv(rng, 3000, 3, text_cols, mixed_eol=True)
     numeric = [c for c in range(3) if c not in text_cols]
     results = []
-    for simd in ("scalar", "avx2"):
+    for simd in simd_levels():
         monkeypatch.setenv("TENSORFFI_SIMD", simd)
         for chunk in (None, 300, 4099):
             monkeypatch.setattr(tio, "_CHUNK_BYTES", chunk)
@@ -693,6 +855,24 @@ def test_parse_error_fields_and_message():
     msg = str(err)
     assert "line 3" in msg and "column 5" in msg and "byte offset 16" in msg and "2..5" in msg
     assert isinstance(err, ValueError) and isinstance(err, tensorffi.ParseError)
+
+
+@pytest.mark.parametrize("simd", simd_levels())
+def test_error_positions_after_quoted_newlines_are_physical_lines(monkeypatch, simd):
+    """A quoted field that spans lines (text in a skipped column) still counts its
+    lines: an error after it names the physical line, in the vector region too."""
+    monkeypatch.setenv("TENSORFFI_SIMD", simd)
+    pad = "0.5,1.25,x\n" * 30
+    data = ('a,b,c\n1,2,"multi\nline\r\ntext"\n' + pad + "3,4.5.6,y\n" + pad).encode()
+    offset = data.index(b"4.5.6")
+    for usecols in ([0, 1], None):
+        with pytest.raises(ParseError) as info:
+            tio.read_csv(data, usecols=usecols)
+        err = info.value
+        if usecols is None:  # column c holds text: the first data row is the error
+            assert (err.line, err.column) == (2, 5)
+            continue
+        assert (err.line, err.column, err.offset, err.text) == (35, 3, offset, "4.5.6")
 
 
 def test_error_column_counts_characters():
@@ -910,12 +1090,145 @@ def test_progress_reports_bytes_on_the_calling_thread(rng, monkeypatch):
     assert {ident for _, _, ident in seen} == {threading.get_ident()}
 
 
-def test_progress_bar(rng, capsys):
-    pytest.importorskip("tqdm")
+@pytest.mark.parametrize("max_rows", [None, 7])
+def test_progress_bar(rng, capsys, max_rows):
+    """Integer bytes that end exactly at the total: no clamping warning, no negative
+    ETA, a full last frame (even when max_rows stops the parse early)."""
+    tqdm = pytest.importorskip("tqdm")
+    import warnings
+
     data, values = big_csv(rng, 500)
-    t = tio.read_csv(data, progress=True)
-    assert np.array_equal(t.numpy(), values)
-    assert "read_csv" in capsys.readouterr().err
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tqdm.TqdmWarning)
+        t = tio.read_csv(data, progress=True, max_rows=max_rows)
+    assert np.array_equal(t.numpy(), values[:max_rows])
+    err = capsys.readouterr().err
+    last = err.replace("\r", "\n").strip().splitlines()[-1]
+    assert last.startswith("read_csv: 100%|"), last
+    done, _, total = last.split("|")[2].split()[0].partition("/")
+    assert done == total, last
+    assert "-" not in last.split("<")[1].split(",")[0], last  # no negative ETA
+
+
+def test_progress_reports_are_integers_ending_at_the_total(rng, monkeypatch):
+    monkeypatch.setattr(tio, "_CHUNK_BYTES", 4096)
+    data, _ = big_csv(rng, 2000)
+    for max_rows in (None, 10):
+        calls: list[tuple[int, int]] = []
+        tio.read_csv(data, progress=lambda d, t: calls.append((d, t)), max_rows=max_rows)
+        assert all(type(d) is int and type(t) is int and 0 <= d <= t for d, t in calls)
+        assert calls[0][0] == 0 and calls[-1][0] == calls[-1][1] and len({t for _, t in calls}) == 1
+        assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+
+
+def test_small_inputs_take_one_native_call(rng, monkeypatch, parse_path):
+    """Up to _SMALL_BYTES (no usecols, no progress): one call, header decision included."""
+    calls = []
+    for name in ("_record", "_count"):
+        real = getattr(tio, name)
+        monkeypatch.setattr(tio, name, lambda *a, _n=name, _f=real, **k: calls.append(_n) or _f(*a, **k))
+    for kernel, real in list(tio._small.items()):
+        monkeypatch.setitem(tio._small, kernel, lambda *a, _f=real, **k: calls.append("small") or _f(*a, **k))
+    data, values = big_csv(rng, 100)
+    got, names = tio.read_csv(b"a,b,c,d,e,f,g,h\n" + data, return_names=True, dtype="float64")
+    assert np.array_equal(got.numpy(), values) and names == list("abcdefgh")
+    assert calls == (["small"] if parse_path == "one-call" else ["_record", "_count"])
+
+
+def test_wide_headers_keep_every_name(rng, parse_path):
+    names = [f"c{i}" for i in range(150)]
+    values = rng.standard_normal((5, 150))
+    data = (",".join(names) + "\n" + "\n".join(",".join(repr(v) for v in row) for row in values.tolist())).encode()
+    got, got_names = tio.read_csv(data, dtype="float64", return_names=True)
+    assert got_names == names and np.array_equal(got.numpy(), values)
+
+
+def big_file(tmp_path: Path, rng: np.random.Generator, rows: int = 20000) -> Path:
+    data, _ = big_csv(rng, rows)
+    path = tmp_path / "big.csv"
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_file_truncated_from_a_progress_callback_is_an_error(tmp_path, rng, monkeypatch, threads):
+    """The file shrinks under the memory map after the rows are counted: reading the
+    lost pages raises SIGBUS, which becomes an OSError, not the end of the process."""
+    monkeypatch.setattr(tio, "_CHUNK_BYTES", 64 << 10)
+    path = big_file(tmp_path, rng)
+
+    def shrink(done: int, total: int) -> None:
+        if done == 0:
+            os.truncate(path, 100)
+
+    with pytest.raises(tensorffi.errors.NativeIOError) as info:
+        tio.read_csv(path, progress=shrink, threads=threads)
+    assert isinstance(info.value, OSError) and isinstance(info.value, tensorffi.TensorFFIError)
+    assert "changed while it was read" in str(info.value)
+
+
+@pytest.mark.parametrize("size", [1000, 10 << 20])
+def test_file_truncated_after_mapping_is_an_error(tmp_path, rng, monkeypatch, parse_path, size):
+    """Every native entry point reads the input under the guard: truncate the file
+    right after it is mapped (one call for small inputs, header/count/fill for large)."""
+    path = big_file(tmp_path, rng, rows=200 if size == 1000 else 20000)
+    real_map = tio._map_file
+
+    def map_then_truncate(f, pos):
+        arr = real_map(f, pos)
+        os.truncate(path, 100)
+        return arr
+
+    monkeypatch.setattr(tio, "_map_file", map_then_truncate)
+    with pytest.raises(tensorffi.errors.NativeIOError, match="changed while it was read"):
+        tio.read_csv(path, threads=2)
+    # a clean read afterwards: the guard left nothing behind
+    assert tio.read_csv(b"1,2\n3,4\n").tolist() == [[1, 2], [3, 4]]
+
+
+@pytest.mark.parametrize("how", ["resize", "free", "swap", "delete"])
+def test_tensor_source_changed_from_a_progress_callback(rng, monkeypatch, how):
+    """C reads a tensor source's storage, held for the call: resizing or freeing it is
+    refused, and a tensor that swaps or drops its storage leaves C reading the held one."""
+    monkeypatch.setattr(tio, "_CHUNK_BYTES", 4096)
+    data, values = big_csv(rng, 2000)
+    box = [torch.empty(len(data), dtype=torch.uint8)]
+    box[0].copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
+    src = box[0]
+
+    def meddle(done: int, total: int) -> None:
+        if done:
+            return
+        if how == "resize":
+            box[0].resize_(len(data) * 8)
+        elif how == "free":
+            box[0].untyped_storage().resize_(0)
+        elif how == "swap":
+            box[0].set_(torch.zeros(10, dtype=torch.uint8))
+        else:
+            box.clear()
+
+    del src
+    if how in ("resize", "free"):
+        with pytest.raises(RuntimeError, match="not resizable"):
+            tio.read_csv(box[0], progress=meddle)
+        kept = torch.empty(0, dtype=torch.uint8).set_(box[0].untyped_storage())
+        assert kept.numpy().tobytes() == data  # untouched
+    else:
+        assert np.array_equal(tio.read_csv(box[0], progress=meddle).numpy(), values)
+
+
+def test_faults_outside_the_input_still_end_the_process():
+    """The guard only takes faults inside the input being parsed, on a thread that is
+    parsing it; any other fault keeps its usual outcome (here: death by SIGSEGV, with
+    Python's faulthandler on or off)."""
+    import signal
+    import subprocess
+
+    code = "import tensorffi.io as t, ctypes; t.read_csv(b'1\\n' * 10); ctypes.string_at(0)"
+    for flags in ([], ["-X", "faulthandler"]):
+        proc = subprocess.run([sys.executable, *flags, "-c", code], capture_output=True, cwd=ROOT, timeout=120)
+        assert proc.returncode == -signal.SIGSEGV, (flags, proc.returncode, proc.stderr[-500:])
 
 
 def test_exception_in_progress_callback_reaches_the_caller(rng, monkeypatch):

@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: MIT */
+/* parse_fill.h — pass 2's field loop, included by parse.c once per SIMD level.
+ *
+ * Before each inclusion parse.c defines TF_FILL_SFX (the suffix of the functions
+ * defined here), TF_FILL_TARGET (their target attribute, or nothing) and, optionally,
+ * TF_FILL_FIELD (a vector reader of the common field, tried first). A header rather
+ * than a run-time switch: a function compiled for AVX2 can only inline AVX2 helpers
+ * into a caller compiled for AVX2, and the hot loop must be one inlined body. */
+#ifndef TF_FILL_SFX
+#error "parse_fill.h is included by parse.c only"
+#endif
+
+#define TF_FN_CAT2(a, b) a##_##b
+#define TF_FN_CAT(a, b) TF_FN_CAT2(a, b)
+#define TF_FN(name) TF_FN_CAT(name, TF_FILL_SFX)
+#define TF_BLANK(c) (((c) == ' ' || (c) == '\t') && (c) != delim)
+
+/* Parse the rows of one chunk. Returns 0, or -1 with *err filled. */
+static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_chunk)(tf_runner *r, const tf_fill_ctx *fc, int64_t u,
+                                                              int is_caller, const int dt, tf_perr *err) {
+    const tf_syntax *sx = &fc->sx;
+    const uint8_t *const E = sx->end;
+    const int64_t *ch = fc->chunks + 4 * u;
+    const uint8_t *const chunk_start = sx->data + ch[0];
+    const uint8_t *p = chunk_start;
+    const int64_t rows = ch[2], row0 = ch[3], ncols_in = fc->ncols_in, cols = fc->cols;
+    const int64_t *const colmap = fc->colmap;
+    const int delim = sx->delim, comment = sx->comment;
+    void *const out = fc->out;
+    const tf_val missing = fc->missing;
+    const uint8_t *last_report = p;
+#ifdef TF_FILL_FIELD
+    /* Where every field is kept in place (no usecols), colmap[j] == j. */
+    int identity = 1;
+    for (int64_t j = 0; j < ncols_in; j++) identity &= colmap[j] == j;
+    /* The vector reader looks at most 64 bytes ahead. */
+    const uint8_t *const safe_end = E - sx->data >= 64 ? E - 64 : sx->data;
+#endif
+    for (int64_t ri = 0; rows < 0 || ri < rows; ri++) {
+        if (rows < 0) { /* single pass (tf_parse_small): rows are found as they come */
+            if (ri == fc->limit) break;
+            if ((row0 + ri + 1) * cols > fc->cap) return tf_fail(err, TF_PE_INTERNAL, sx, p, p, p, 0, 0);
+        }
+        if ((ri & 1023) == 1023) {
+            if (tf_runner_stopped(r, u)) return 0;
+            if (is_caller && p - last_report > (1 << 20)) {
+                tf_runner_report(r, p - chunk_start, 0);
+                last_report = p;
+            }
+        }
+        /* blank and comment lines before the record (usually none) */
+        if (__builtin_expect(p >= E || TF_BLANK(*p) || *p == '\n' || *p == '\r' || *p == comment, 0)) {
+            const uint8_t *q;
+            int k;
+            while ((k = tf_noise_line(sx, p, &q, err)) == 1) p = q;
+            if (k == 2 && rows < 0) { /* the end of the input: all rows found */
+                *fc->found = ri;
+                return 0;
+            }
+            if (k != 0) return k < 0 ? -1 : tf_fail(err, TF_PE_INTERNAL, sx, p, p, p, 0, 0);
+            p = q;
+        }
+        const uint8_t *const rec = p;
+        const int64_t base = (row0 + ri) * cols;
+        int64_t j = 0;
+#ifdef TF_FILL_FIELD
+        if (identity) { /* the whole record with the vector reader, while it can */
+            int nl = 0;
+            while (j < ncols_in && p < safe_end) {
+                uint64_t w;
+                int64_t q;
+                int neg;
+                const uint8_t *next = TF_FILL_FIELD(p, E, (uint8_t)delim, &w, &q, &neg, &nl);
+                if (__builtin_expect(next == NULL, 0)) break;
+                tf_val v;
+                if (__builtin_expect(!tf_convert_simple(w, q, neg, dt, &v), 0)) v = tf_value_cold(p, E, dt);
+                tf_store(out, base + j, dt, v);
+                p = next;
+                j++;
+                if (nl) break;
+            }
+            if (nl) {
+                if (__builtin_expect(j != ncols_in, 0)) return tf_fail_fields(sx, rec, j, ncols_in, err);
+                continue;
+            }
+        }
+#endif
+        for (;;) { /* one field */
+#ifdef TF_FILL_FIELD
+            if (__builtin_expect(E - p >= 64 && j < ncols_in, 1) && (identity || colmap[j] >= 0)) {
+                uint64_t w;
+                int64_t q;
+                int neg, nl;
+                const uint8_t *next = TF_FILL_FIELD(p, E, (uint8_t)delim, &w, &q, &neg, &nl);
+                if (__builtin_expect(next != NULL, 1)) {
+                    tf_val v;
+                    if (__builtin_expect(!tf_convert_simple(w, q, neg, dt, &v), 0)) v = tf_value_cold(p, E, dt);
+                    tf_store(out, base + (identity ? j : colmap[j]), dt, v);
+                    p = next;
+                    j++;
+                    if (nl) break;
+                    continue;
+                }
+            }
+#endif
+            while (p < E && TF_BLANK(*p)) p++;
+            if (__builtin_expect(j >= ncols_in, 0))
+                return tf_fail_fields(sx, rec, tf_count_fields(sx, p, j), ncols_in, err);
+            const int64_t col = colmap[j];
+            if (__builtin_expect(col < 0 || (p < E && *p == '"'), 0)) {
+                p = tf_fill_field_slow(fc, p, j, col, base + col, dt, err);
+                if (!p) return -1;
+            } else {
+                tf_val v;
+                const uint8_t *e = tf_value_hot(p, E, dt, &v);
+                if (__builtin_expect(e != NULL, 1)) {
+                    p = e;
+                    if (__builtin_expect(p < E && *p == delim, 1)) { /* the common case */
+                        tf_store(out, base + col, dt, v);
+                        p++;
+                        j++;
+                        continue;
+                    }
+                    while (p < E && TF_BLANK(*p)) p++;
+                } else if (p == E || *p == delim || *p == '\n' || *p == '\r' || *p == comment) {
+                    v = missing;
+                } else {
+                    return tf_fail_field(sx, p, j, err);
+                }
+                tf_store(out, base + col, dt, v);
+            }
+            j++;
+            if (__builtin_expect(p == E, 0)) break;
+            const uint8_t c = *p;
+            if (__builtin_expect(c == delim, 1)) {
+                p++;
+                continue;
+            }
+            if (c == '\n') {
+                p++;
+                break;
+            }
+            if (c == '\r') {
+                p = tf_after_eol(sx, p);
+                break;
+            }
+            if (c == comment) {
+                p = tf_trailing_comment(sx, p, err);
+                if (!p) return -1;
+                break;
+            }
+            /* text after a number: back to the start of the field for the message */
+            const uint8_t *fs = p;
+            while (fs > rec && fs[-1] != delim) fs--;
+            while (fs < p && TF_BLANK(*fs)) fs++;
+            return tf_fail_field(sx, fs, j - 1, err);
+        }
+        if (__builtin_expect(j != ncols_in, 0)) return tf_fail_fields(sx, rec, j, ncols_in, err);
+    }
+    if (rows < 0) { /* single pass, max_rows reached: nothing after them is read */
+        *fc->found = fc->limit;
+        return 0;
+    }
+    if (ch[1] < 0) return 0; /* max_rows reached in this chunk */
+    /* Blank and comment lines up to the next chunk belong to this one. */
+    const uint8_t *chunk_end = sx->data + ch[1];
+    while (p < chunk_end) {
+        const uint8_t *q;
+        int k = tf_noise_line(sx, p, &q, err);
+        if (k < 0) return -1;
+        if (k != 1) break;
+        p = q;
+    }
+    if (p != chunk_end) return tf_fail(err, TF_PE_INTERNAL, sx, p, p, p, 0, 0);
+    return 0;
+}
+
+/* A unit of pass 2, run under the guard against inputs that shrink (parse.c). */
+#define TF_FILL_WORK(name, dt)                                                                            \
+    static TF_FILL_TARGET void TF_FN(name##_unit)(void *arg) {                                            \
+        tf_fill_job *job = (tf_fill_job *)arg;                                                            \
+        tf_runner *r = job->r;                                                                            \
+        tf_fill_ctx *fc = (tf_fill_ctx *)r->ctx;                                                          \
+        job->bad = TF_FN(tf_fill_chunk)(r, fc, job->u, job->is_caller, dt, &fc->errs[job->u]) != 0;      \
+    }                                                                                                     \
+    static TF_FILL_TARGET void TF_FN(name)(tf_runner * r, int64_t u, int is_caller) {                           \
+        tf_fill_ctx *fc = (tf_fill_ctx *)r->ctx;                                                          \
+        const int64_t *ch = fc->chunks + 4 * u;                                                           \
+        tf_fill_job job = {r, u, is_caller, 0};                                                           \
+        int64_t fault = tf_guarded(fc->sx.data, fc->sx.end, TF_FN(name##_unit), &job);                    \
+        if (fault >= 0) tf_note_fault(r, &fc->fault, fault);                                              \
+        else if (job.bad) tf_runner_lower_stop(r, u);                                                     \
+        int64_t bytes = (ch[1] >= 0 ? ch[1] : ch[0]) - ch[0];                                             \
+        __atomic_fetch_add(&r->done_bytes, bytes > 0 ? bytes : 0, __ATOMIC_RELAXED);                      \
+    }
+TF_FILL_WORK(tf_fill_work_f32, TF_DT_F32)
+TF_FILL_WORK(tf_fill_work_f64, TF_DT_F64)
+TF_FILL_WORK(tf_fill_work_f16, TF_DT_F16)
+TF_FILL_WORK(tf_fill_work_bf16, TF_DT_BF16)
+
+/* tf_parse_small's single pass: chunk 0 on the calling thread. */
+static TF_FILL_TARGET int TF_FN(tf_fill_single)(tf_runner *r, const tf_fill_ctx *fc, int dt, tf_perr *err) {
+    switch (dt) {
+    case TF_DT_F32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F32, err);
+    case TF_DT_F64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F64, err);
+    case TF_DT_F16: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F16, err);
+    default: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_BF16, err);
+    }
+}
+
+#undef TF_FILL_WORK
+#undef TF_BLANK
+#undef TF_FN
+#undef TF_FN_CAT
+#undef TF_FN_CAT2
+#undef TF_FILL_SFX
+#undef TF_FILL_TARGET
+#undef TF_FILL_FIELD

@@ -1,0 +1,240 @@
+# SPDX-License-Identifier: MIT
+"""The cache of modules built by :func:`tensorffi.compile` (and of libraries carried by
+portable handles): where it is, what is in it, how big it may grow.
+
+>>> import tensorffi
+>>> facts = tensorffi.cache.info()
+>>> sorted(facts)
+['bytes', 'limit', 'modules', 'path']
+
+Location: the ``cache=`` argument, else ``$TENSORFFI_CACHE_DIR``, else
+``$XDG_CACHE_HOME/tensorffi`` (``~/.cache/tensorffi``). The folder is created with
+mode 0700 and refused when another user owns it or others may write to it: it holds
+code this process will load.
+
+Layout (one flat folder, so listing and pruning stay simple)::
+
+    _tf_<name>_<key>.so     a built module; <key> hashes everything that defines it
+    _tf_<name>_<key>.json   its manifest: name, recipe, the user's files the compiler
+                            read (path + sha256), the system headers it read (path,
+                            size, mtime), the cdef, size; its mtime is the last use
+    recipes/<name>-<recipe>.json   the module keys built from one recipe, newest first
+                            (a recipe is the call's own content; the files it
+                            includes pick the module among them)
+    libs/<sha256>.so        shared libraries carried by portable load() handles
+    locks/                  one lock file per recipe (fcntl), so concurrent builds wait
+    tmp.*                   build folders (removed when a build ends)
+
+Size: ``$TENSORFFI_CACHE_SIZE`` (bytes, or with a K/M/G suffix; default 1G). After
+each build the least recently used modules are removed until the cache fits.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import stat
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from .errors import BuildError
+
+DEFAULT_LIMIT = 1 << 30
+MODULE_PREFIX = "_tf_"
+
+_checked: dict[str, Path] = {}
+
+
+def directory(override: str | os.PathLike[str] | None = None) -> Path:
+    """The cache folder: ``override``, ``$TENSORFFI_CACHE_DIR``, or
+    ``$XDG_CACHE_HOME/tensorffi`` (``~/.cache/tensorffi``). Created with mode 0700;
+    refused (:class:`~tensorffi.BuildError`) if another user owns it or others can
+    write to it."""
+    if override is not None:
+        path = Path(override)
+    elif os.environ.get("TENSORFFI_CACHE_DIR"):
+        path = Path(os.environ["TENSORFFI_CACHE_DIR"])
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        path = Path(base) / "tensorffi"
+    path = Path(os.path.abspath(path))
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = path.stat()
+    if st.st_uid != os.getuid():
+        raise BuildError(f"cache directory {path} belongs to another user (uid {st.st_uid}); refusing to load code from it")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise BuildError(
+            f"cache directory {path} is writable by other users (mode {stat.S_IMODE(st.st_mode):o}); "
+            f"refusing to load code from it (chmod 700 it, or set TENSORFFI_CACHE_DIR)"
+        )
+    return path
+
+
+def limit() -> int:
+    """The size limit in bytes (``$TENSORFFI_CACHE_SIZE``, default 1 GiB)."""
+    text = os.environ.get("TENSORFFI_CACHE_SIZE", "").strip()
+    if not text:
+        return DEFAULT_LIMIT
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    mult = 1
+    if text[-1:].upper() in scale:
+        mult = scale[text[-1].upper()]
+        text = text[:-1]
+    elif text[-2:].upper() in ("KB", "MB", "GB", "TB"):
+        mult = scale[text[-2].upper()]
+        text = text[:-2]
+    try:
+        return int(float(text) * mult)
+    except ValueError:
+        raise BuildError(f"TENSORFFI_CACHE_SIZE must be a size like 500M or 2G, got {os.environ['TENSORFFI_CACHE_SIZE']!r}") from None
+
+
+def subdir(root: Path, name: str) -> Path:
+    path = root / name
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+@contextlib.contextmanager
+def locked(root: Path, name: str) -> Iterator[None]:
+    """An exclusive lock on ``name`` in this cache (threads and processes)."""
+    with open(subdir(root, "locks") / (name + ".lock"), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename."""
+    fd, tmp = tempfile.mkstemp(prefix=".tmp.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def read_json(path: Path) -> Any:
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def touch(path: Path) -> None:
+    """Mark a manifest as used now (its mtime orders least-recently-used pruning)."""
+    with contextlib.suppress(OSError):
+        os.utime(path)
+
+
+def _modules(root: Path) -> list[dict[str, Any]]:
+    out = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return out
+    for entry in entries:
+        if not (entry.name.startswith(MODULE_PREFIX) and entry.name.endswith(".json")):
+            continue
+        stem = entry.name[: -len(".json")]
+        manifest = read_json(Path(entry.path)) or {}
+        so = root / (stem + ".so")
+        try:
+            size = so.stat().st_size
+            last = entry.stat().st_mtime
+        except OSError:
+            size, last = 0, 0.0
+        out.append(
+            dict(
+                module=stem,
+                name=manifest.get("name", "?"),
+                bytes=size,
+                last_used=last,
+                created=manifest.get("created", 0.0),
+                files=[d[0] for d in manifest.get("deps", [])],
+                path=str(so),
+            )
+        )
+    return out
+
+
+def info(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """What the cache holds: ``path``, ``bytes`` (modules and carried libraries),
+    ``limit``, and ``modules`` (name, module, bytes, created, last_used, files read by
+    the compiler), most recently used first."""
+    root = directory(path)
+    modules = sorted(_modules(root), key=lambda m: -m["last_used"])
+    total = sum(m["bytes"] for m in modules) + _libs_bytes(root)
+    return dict(path=str(root), bytes=total, limit=limit(), modules=modules)
+
+
+def _libs_bytes(root: Path) -> int:
+    total = 0
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(root / "libs"):
+            with contextlib.suppress(OSError):
+                total += entry.stat().st_size
+    return total
+
+
+def remove_module(root: Path, stem: str) -> None:
+    """Remove one module (its manifest first, so a reader never trusts a half-removed
+    module). A process that already loaded it keeps its mapping."""
+    for suffix in (".json", ".so"):
+        with contextlib.suppress(OSError):
+            os.unlink(root / (stem + suffix))
+
+
+def clear(path: str | os.PathLike[str] | None = None) -> int:
+    """Remove every module, recipe index and carried library; return how many
+    modules were removed. Processes that loaded a module keep using it."""
+    root = directory(path)
+    modules = _modules(root)
+    for m in modules:
+        remove_module(root, m["module"])
+    for name in ("recipes", "libs", "locks"):
+        shutil.rmtree(root / name, ignore_errors=True)
+    for entry in os.scandir(root):
+        if entry.name.startswith("tmp.") and entry.is_dir():
+            # a build folder older than an hour is left over from a killed process
+            with contextlib.suppress(OSError):
+                if time.time() - entry.stat().st_mtime > 3600:
+                    shutil.rmtree(entry.path, ignore_errors=True)
+    return len(modules)
+
+
+def prune(root: Path, keep: str = "", max_bytes: int | None = None) -> list[str]:
+    """Remove least recently used modules and carried libraries (never ``keep``) until
+    the cache fits ``max_bytes`` (default :func:`limit`); return what was removed."""
+    cap = limit() if max_bytes is None else max_bytes
+    entries = [(m["last_used"], m["bytes"], m["module"], True) for m in _modules(root)]
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(root / "libs"):
+            with contextlib.suppress(OSError):
+                st = entry.stat()
+                entries.append((st.st_mtime, st.st_size, entry.path, False))
+    total = sum(e[1] for e in entries)
+    removed: list[str] = []
+    for _, size, name, is_module in sorted(entries):
+        if total <= cap:
+            break
+        if name == keep:
+            continue
+        if is_module:
+            remove_module(root, name)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+        total -= size
+        removed.append(name)
+    return removed
