@@ -59,7 +59,7 @@ from tensorffi import (
     TensorFFIError,
     WritabilityError,
 )
-from tensorffi.errors import InvalidArgumentError
+from tensorffi.errors import NativeError
 
 from conftest import CLIB
 
@@ -1402,8 +1402,9 @@ def _contracts(lib, data, noisy: bool = True):
     if native_error:
         try:
             fn(*pos, **kw)
-        except InvalidArgumentError as err:
-            assert spec.name in str(err) and err.code == -1
+        except NativeError as err:
+            # a user library's status means what that library says: a NativeError with its code
+            assert spec.name in str(err) and err.code == -1 and type(err) is NativeError
         else:
             raise AssertionError(f"{spec.name}: C returned an error status, but the call did not raise")
         for a in arrs:
