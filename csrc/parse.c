@@ -888,6 +888,9 @@ typedef struct {
     int comment;  /* -1: none */
     uint8_t cm;   /* comment byte, or '\n' when there is none (searching for it is free) */
     int simd;
+    /* Where data[0] lies in the whole input, for error reports: its byte offset and its
+     * physical line (0 and 1, except for streams, whose buffer holds a window of it). */
+    int64_t origin, origin_line;
 } tf_syntax;
 
 static inline int tf_blank(const tf_syntax *sx, uint8_t c) {
@@ -1260,6 +1263,8 @@ enum {
     TF_PE_QUOTE_INSIDE, /* a quote inside an unquoted field */
     TF_PE_NUL,
     TF_PE_UTF8,
+    TF_PE_LONG_QUOTE,   /* streams: a quoted field open for more than a = max bytes */
+    TF_PE_LONG_LINE,    /* streams: a line of more than a = max bytes without an end */
     TF_PE_INTERNAL      /* pass 2 disagrees with pass 1 (input changed meanwhile?) */
 };
 
@@ -1309,7 +1314,7 @@ static void tf_report_read(void *arg) {
     const tf_syntax *sx = job->sx;
     const tf_perr *err = job->err;
     const uint8_t *data = sx->data, *at = data + err->at;
-    int64_t line = 1;
+    int64_t line = sx->origin_line;
     const uint8_t *ls = data;
     for (const uint8_t *p = data; p < at; p++) {
         if (*p == '\n' || (*p == '\r' && !(p + 1 < sx->end && p[1] == '\n'))) {
@@ -1317,7 +1322,7 @@ static void tf_report_read(void *arg) {
             ls = p + 1;
         }
     }
-    if (ls == data && sx->end - data >= 3 && data[0] == 0xEF && data[1] == 0xBB && data[2] == 0xBF && at >= data + 3)
+    if (ls == data && sx->origin == 0 && sx->end - data >= 3 && data[0] == 0xEF && data[1] == 0xBB && data[2] == 0xBF && at >= data + 3)
         ls = data + 3; /* the byte order mark is not a column */
     int64_t column = 1;
     for (const uint8_t *p = ls; p < at; p++)
@@ -1351,12 +1356,13 @@ static int tf_report(const tf_syntax *sx, const tf_perr *err, int64_t *errinfo, 
     int64_t line = job.line, column = job.column;
     const char *text = job.text;
     int cut = job.cut;
+    const int64_t at = sx->origin + err->at;
     if (errinfo) {
-        errinfo[0] = err->at;
+        errinfo[0] = at;
         errinfo[1] = line;
         errinfo[2] = column;
-        errinfo[3] = err->text_begin;
-        errinfo[4] = err->text_end;
+        errinfo[3] = sx->origin + err->text_begin;
+        errinfo[4] = sx->origin + err->text_end;
     }
     char what[160];
     int code = TF_EPARSE;
@@ -1371,13 +1377,17 @@ static int tf_report(const tf_syntax *sx, const tf_perr *err, int64_t *errinfo, 
     case TF_PE_QUOTE_INSIDE: snprintf(what, sizeof what, "quote inside an unquoted field"); break;
     case TF_PE_NUL: snprintf(what, sizeof what, "NUL byte"); break;
     case TF_PE_UTF8: snprintf(what, sizeof what, "invalid UTF-8"); break;
+    case TF_PE_LONG_QUOTE:
+        snprintf(what, sizeof what, "quoted field is not closed within %lld bytes (opened here)", (long long)err->a);
+        break;
+    case TF_PE_LONG_LINE: snprintf(what, sizeof what, "line is longer than %lld bytes", (long long)err->a); break;
     default:
         snprintf(what, sizeof what, "internal error: the two passes disagree (did the input change while it was read?)");
         code = TF_EINTERNAL;
         break;
     }
     return tf_error(code, "%s: line %lld, column %lld (byte offset %lld): %s: \"%s\"%s", fname, (long long)line,
-                    (long long)column, (long long)err->at, what, text, cut ? "..." : "");
+                    (long long)column, (long long)at, what, text, cut ? "..." : "");
 }
 
 /* ======================================================================== */
@@ -1504,6 +1514,8 @@ static void tf_syntax_init(tf_syntax *sx, const uint8_t *data, int64_t n, int de
     sx->comment = comment;
     sx->cm = comment >= 0 ? (uint8_t)comment : (uint8_t)'\n';
     sx->simd = tf_parse_simd();
+    sx->origin = 0;
+    sx->origin_line = 1;
 }
 
 static int tf_check_syntax(const char *fname, const uint8_t *data, int64_t n, int delimiter, int comment) {
@@ -1908,8 +1920,10 @@ typedef struct {
     void *out;
     tf_val missing;
     tf_perr *errs; /* one per chunk */
-    /* Single pass (one chunk whose row count is -1, tf_parse_small): stop after
-     * `limit` rows (-1: none), never write more than `cap` values, *found = rows. */
+    /* Single pass (one chunk whose row count is -1: tf_parse_small, streams): stop
+     * after `limit` rows (-1: none), never write more than `cap` values. found[0] =
+     * rows written, found[1] = where the next record's line starts (relative to
+     * data); after an error, the failing row and the start of its record's line. */
     int64_t limit, cap;
     int64_t *found;
     int64_t fault; /* atomic: offset of a fault in the input (the file shrank), or -1 */
@@ -2165,7 +2179,7 @@ static void tf_small_run(void *arg) {
         return;
     }
     for (int64_t j = 0; j < nf; j++) job->colmap[j] = j;
-    int64_t chunk[4] = {info[4], n, -1, 0}, found = 0;
+    int64_t chunk[4] = {info[4], n, -1, 0}, found[2] = {0, 0};
     fc->chunks = chunk;
     fc->colmap = job->colmap;
     fc->ncols_in = fc->cols = nf;
@@ -2174,7 +2188,7 @@ static void tf_small_run(void *arg) {
     fc->errs = &job->err;
     fc->limit = job->max_rows;
     fc->cap = job->cap;
-    fc->found = &found;
+    fc->found = found;
     fc->fault = -1;
     tf_runner r; /* not run: tf_fill_chunk reads its cancellation state */
     tf_runner_init(&r, 1, region, NULL, NULL);
@@ -2189,7 +2203,7 @@ static void tf_small_run(void *arg) {
         job->rc = 1;
         return;
     }
-    info[0] = found;
+    info[0] = found[0];
 }
 
 static int tf_small(const char *fname, int dt, const uint8_t *data, int64_t n, int64_t start, int64_t skiplines,
@@ -2236,3 +2250,6 @@ TF_SMALL(tf_parse_small_f32, TF_DT_F32, float)
 TF_SMALL(tf_parse_small_f64, TF_DT_F64, double)
 TF_SMALL(tf_parse_small_f16, TF_DT_F16, uint16_t)
 TF_SMALL(tf_parse_small_bf16, TF_DT_BF16, uint16_t)
+
+/* Streams (tensorffi.io.iter_csv) and record boundaries for readers of file ranges. */
+#include "parse_stream.h"

@@ -37,7 +37,9 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
     const uint8_t *const safe_end = E - sx->data >= 64 ? E - 64 : sx->data;
 #endif
     for (int64_t ri = 0; rows < 0 || ri < rows; ri++) {
-        if (rows < 0) { /* single pass (tf_parse_small): rows are found as they come */
+        if (rows < 0) { /* single pass (tf_parse_small, streams): rows are found as they come */
+            fc->found[0] = ri;
+            fc->found[1] = p - sx->data;
             if (ri == fc->limit) break;
             if ((row0 + ri + 1) * cols > fc->cap) return tf_fail(err, TF_PE_INTERNAL, sx, p, p, p, 0, 0);
         }
@@ -54,7 +56,8 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
             int k;
             while ((k = tf_noise_line(sx, p, &q, err)) == 1) p = q;
             if (k == 2 && rows < 0) { /* the end of the input: all rows found */
-                *fc->found = ri;
+                fc->found[0] = ri;
+                fc->found[1] = q - sx->data;
                 return 0;
             }
             if (k != 0) return k < 0 ? -1 : tf_fail(err, TF_PE_INTERNAL, sx, p, p, p, 0, 0);
@@ -157,10 +160,8 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
         }
         if (__builtin_expect(j != ncols_in, 0)) return tf_fail_fields(sx, rec, j, ncols_in, err);
     }
-    if (rows < 0) { /* single pass, max_rows reached: nothing after them is read */
-        *fc->found = fc->limit;
+    if (rows < 0) /* single pass, max_rows reached (found is set): nothing after them is read */
         return 0;
-    }
     if (ch[1] < 0) return 0; /* max_rows reached in this chunk */
     /* Blank and comment lines up to the next chunk belong to this one. */
     const uint8_t *chunk_end = sx->data + ch[1];

@@ -357,6 +357,65 @@ int tf_parse_small_bf16(const uint8_t *data, int64_t n, int64_t start, int64_t s
  * cap and the parser's own measured preference (see parse.c). */
 int tf_parse_simd(void);
 
+/* Streams (tensorffi.io.iter_csv): a parser that outlives the call, fed with the input
+ * in blocks, that keeps the record being read in a buffer of its own and writes whole
+ * rows into output chunks the caller allocates. Values, and the positions in errors,
+ * are those of the calls above on the whole input. Use:
+ *
+ *   tf_parse_stream_open; then tf_parse_stream_feed (a block; eof = 1 with the last)
+ *   until tf_parse_stream_first returns 1 (the first record, as tf_parse_record gives
+ *   it); tf_parse_stream_begin (where the data starts, and the columns); then
+ *   tf_parse_stream_next_<dtype> for rows, feeding a block whenever it returns fewer
+ *   than asked, until it does so after the last block; tf_parse_stream_close.
+ *
+ * One stream is used by one thread at a time; streams share nothing. */
+typedef struct tf_parse_stream tf_parse_stream;
+
+/* A stream whose input starts at byte `origin` of a larger input, on physical line
+ * `origin_line` (0 and 1 for a whole input; a byte order mark is skipped only at 0).
+ * `skiplines` physical lines are skipped first. A record that is not yet complete may
+ * hold at most `max_record` bytes (TF_EPARSE beyond: a quote never closed would
+ * otherwise buffer the rest of the input). *out = the stream (NULL on failure). */
+int tf_parse_stream_open(int delimiter, int comment, int64_t skiplines, int64_t origin, int64_t origin_line,
+                         int64_t max_record, tf_parse_stream **out);
+/* Free the stream and its buffer. NULL is ignored. */
+void tf_parse_stream_close(tf_parse_stream *s);
+/* Append n bytes (copied); eof = 1: they are the last (n may be 0). */
+int tf_parse_stream_feed(tf_parse_stream *s, const uint8_t *data, int64_t n, int eof);
+/* The first record after the skipped lines and any blank or comment lines: returns 1
+ * with spans[max_fields][3] and info[6] as tf_parse_record writes them, offsets in the
+ * whole input (info[4] = 1 if some field is text, info[5] = 1 if some is a number;
+ * info[0] = -1 if the input ends first); 0 if more input is needed; or an error. */
+int tf_parse_stream_first(tf_parse_stream *s, int64_t *spans, int64_t max_fields, int64_t *info, int64_t *errinfo);
+/* The data starts at input offset `start` (a line start not yet consumed: the first
+ * record's, or the end of the header's); colmap as for tf_parse_fill_* (copied). */
+int tf_parse_stream_begin(tf_parse_stream *s, int64_t start, const int64_t *colmap, int64_t ncols_in, int64_t cols);
+/* Parse up to `rows` whole records from the buffer into out[rows][cols]; returns the
+ * number written (fewer than rows: feed more, or the input has ended), or a negative
+ * status. On TF_EPARSE nothing is consumed, and errinfo is as for tf_parse_fill_*. */
+int64_t tf_parse_stream_next_f32(tf_parse_stream *s, float *out, int64_t rows, int64_t cols, double missing,
+                                 int64_t *errinfo);
+int64_t tf_parse_stream_next_f64(tf_parse_stream *s, double *out, int64_t rows, int64_t cols, double missing,
+                                 int64_t *errinfo);
+int64_t tf_parse_stream_next_f16(tf_parse_stream *s, uint16_t *out, int64_t rows, int64_t cols, double missing,
+                                 int64_t *errinfo);
+int64_t tf_parse_stream_next_bf16(tf_parse_stream *s, uint16_t *out, int64_t rows, int64_t cols, double missing,
+                                  int64_t *errinfo);
+/* Copy the n input bytes from offset `begin` that the buffer still holds (header names,
+ * error texts) to out. */
+int tf_parse_stream_bytes(const tf_parse_stream *s, int64_t begin, uint8_t *out, int64_t n);
+/* info = {input offset consumed, its physical line, bytes buffered and not consumed,
+ * buffer capacity, 1 after the last block}. */
+int tf_parse_stream_info(const tf_parse_stream *s, int64_t *info);
+
+/* Record boundaries for readers of ranges of one input (DataLoader workers): for the
+ * sorted offsets[k] in [start, n], bounds[j] = the first line start at or after
+ * offsets[j] at which pass 1, reading from the data start `start`, is between records
+ * (quote-aware: a quoted field spanning lines is never cut); rows[j] = records in
+ * [start, bounds[j]); lines[j] = physical line of bounds[j]. */
+int tf_parse_bounds(const uint8_t *data, int64_t n, int64_t start, int delimiter, int comment, const int64_t *offsets,
+                    int64_t k, int64_t *bounds, int64_t *rows, int64_t *lines);
+
 
 /* ======================================================================== */
 /* callbacks: C -> Python callbacks (progress, cancellation) */
