@@ -111,7 +111,8 @@ def _returns(plan: Any) -> str:
         parts.append(f"a tensorffi.Handle (closed by {plan.returns_handle})")
     for p in plan.params:
         if p.kind == "array" and p.role == "out":
-            parts.append(p.pyname)
+            shape = "" if p.shape is None else " [" + ", ".join(map(str, p.shape)) + "]"
+            parts.append(f"{p.pyname}: {p.dtype}{shape}")
         elif p.kind == "handle_out":
             parts.append(f"{p.pyname} (Handle)")
     text = "None" if not parts else parts[0] if len(parts) == 1 else "(" + ", ".join(parts) + ")"

@@ -138,3 +138,6 @@ class Library:
 
 def _reopen(fn: Callable[..., Library], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Library:
     return fn(*args, **kwargs)
+
+
+__all__ = ["Library", "check_contracts"]
