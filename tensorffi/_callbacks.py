@@ -55,8 +55,11 @@ class CallbackScope:
         self._desc = desc
         self._unit = unit
         self._scale = scale
-        if progress is True:
-            self._sink: Callable[[int, int], object] | None = self._tqdm
+        if progress is True:  # the bar that fits the host (tensorffi._progress), integer counts
+            from ._progress import Bar
+
+            self._bar = Bar(desc, unit, unit_scale=scale != 1.0, scale=scale)
+            self._sink: Callable[[int, int], object] | None = self._bar
         elif progress in (None, False):
             self._sink = None
         elif callable(progress):
@@ -83,13 +86,6 @@ class CallbackScope:
         except BaseException as exc:  # noqa: BLE001 - re-raised after C returns
             self.error = exc
             return 1
-
-    def _tqdm(self, done: int, total: int) -> None:
-        if self._bar is None:  # the bar that fits the host (tensorffi._progress), integer counts
-            from ._progress import Bar
-
-            self._bar = Bar(self._desc, self._unit, unit_scale=self._scale != 1.0, scale=self._scale)
-        self._bar(done, total)
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Call bound function ``fn``; an exception stored by a report wins over the

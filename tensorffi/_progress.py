@@ -30,6 +30,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import time
 from typing import Any
 
 __all__ = ["Bar", "bar_kind"]
@@ -78,6 +79,9 @@ def _tqdm(kind: str) -> Any:
 class Bar:
     """A progress bar fed ``(done, total)`` reports: a ``progress=`` callable.
 
+    Create it when the work starts (the rate counts from then); the bar itself
+    appears at the first report.
+
     ``unit_scale=True`` shows SI prefixes (``12.3MB``) for byte counts; ``scale``
     multiplies the reported counts (rounded to integers).
     """
@@ -89,6 +93,7 @@ class Bar:
         self.unit_scale = unit_scale
         self.unit_divisor = unit_divisor
         self.scale = scale
+        self._start = time.time()  # the work starts now: the rate counts from here, not from the first report
         self._bar: Any = None
         self.n = 0  # the count reached so far
         self.total: int | None = None
@@ -106,8 +111,9 @@ class Bar:
             bar = self._bar = cls(
                 total=total, desc=self.desc, unit=self.unit, unit_scale=self.unit_scale,
                 unit_divisor=self.unit_divisor, mininterval=WIDGET_INTERVAL if kind == "widget" else TEXT_INTERVAL,
-                dynamic_ncols=True,
+                dynamic_ncols=True, smoothing=0,  # the rate is the average since the start
             )
+            bar.start_t = bar.last_print_t = min(self._start, bar.start_t)
         elif total != bar.total:
             bar.total = total
         self.total = total
