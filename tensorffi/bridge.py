@@ -891,25 +891,22 @@ class _Gen:
         self.emit_array_value(p, kernel, grad_writes_ok)
 
     def emit_array_value(self, p: Param, kernel: bool, grad_writes_ok: bool = False) -> None:
+        """The fast path for a tensor that can go to C as it is, in one condition: its
+        storage (held for the call in _k) must hold every byte of it (contiguous here:
+        storage_offset + numel elements). Anything else, including a storage that is
+        too small, takes the general preparation, which explains the refusal."""
         i, v = p.index, p.pyname
-        ext = self.const(_check_storage, "ext")
-        W = self.lit(self.where(p))
-        if kernel:
-            self.emit(f"if {' and '.join(self.torch_fast(p, v, kernel))}:")
-        else:
-            # (a sparse CSR tensor raises in is_contiguous(): the general path explains)
-            self.emit("try:")
-            self.emit(f"    _fast = {' and '.join(self.torch_fast(p, v, kernel))}")
-            self.emit("except RuntimeError:")
-            self.emit("    _fast = False")
-            self.emit("if _fast:")
+        isz = TORCH_DTYPES[p.dtype].itemsize if p.dtype not in (None, "any") else f"{v}.element_size()"
+        conds = self.torch_fast(p, v, kernel) + [
+            f"(_k{i} := {v}.untyped_storage()).nbytes() >= {v}.storage_offset() * {isz} + {v}.nbytes"
+        ]
+        prep = f"_a{i}, _k{i}, _s{i}, _w{i}, _n{i}, _b{i} = {self.preparer(p, grad_writes_ok)}({v})"
+        if not kernel:
+            self.emit("try:")  # (a sparse CSR tensor raises in is_contiguous(): the general path explains)
+            self.indent()
+        self.emit(f"if {' and '.join(conds)}:")
         self.indent()
         self.emit(f"_a{i} = {v}.data_ptr()")
-        # the storage is held for the call, and must hold every byte of the tensor
-        # (contiguous here: storage_offset + numel elements)
-        self.emit(f"_k{i} = {v}.untyped_storage()")
-        isz = TORCH_DTYPES[p.dtype].itemsize if p.dtype not in (None, "any") else f"{v}.element_size()"
-        self.emit(f'if _k{i}.nbytes() < ({v}.storage_offset() + {v}.numel()) * {isz}: {ext}({v}, "{W}")')
         if self.needs_bytes:
             self.emit(f"_b{i} = {v}.nbytes")
         if p.written:
@@ -920,9 +917,11 @@ class _Gen:
             self.emit(f"_s{i} = {v}.size()")
         self.dedent()
         self.emit("else:")
-        self.indent()
-        self.emit(f"_a{i}, _k{i}, _s{i}, _w{i}, _n{i}, _b{i} = {self.preparer(p, grad_writes_ok)}({v})")
-        self.dedent()
+        self.emit(f"    {prep}")
+        if not kernel:
+            self.dedent()
+            self.emit("except RuntimeError:")
+            self.emit(f"    {prep}")
 
     def emit_absent(self, p: Param) -> None:
         i = p.index
