@@ -46,7 +46,8 @@ def tf_py_progress(handle: Any, done: int, total: int) -> int:
 class CallbackScope:
     """One C call's receiver of progress reports.
 
-    ``progress`` is ``None`` (reports only check for Ctrl-C), ``True`` (a tqdm bar),
+    ``progress`` is ``None`` (reports only check for Ctrl-C), ``True`` (a progress
+    bar that fits the host, see :mod:`tensorffi._progress`),
     or a callable ``progress(done, total)``.
 
     >>> with CallbackScope(progress=None) as scope:
@@ -59,9 +60,11 @@ class CallbackScope:
         self._desc = desc
         self._unit = unit
         self._scale = scale
-        self._last = 0
-        if progress is True:
-            self._sink: Callable[[int, int], object] | None = self._tqdm
+        if progress is True:  # the bar that fits the host (tensorffi._progress), integer counts
+            from ._progress import Bar
+
+            self._bar = Bar(desc, unit, unit_scale=scale != 1.0, scale=scale)
+            self._sink: Callable[[int, int], object] | None = self._bar
         elif progress in (None, False):
             self._sink = None
         elif callable(progress):
@@ -103,16 +106,6 @@ class CallbackScope:
                 )
                 return 1
         return 0
-
-    def _tqdm(self, done: int, total: int) -> None:
-        if self._bar is None:
-            from tqdm.auto import tqdm
-
-            self._bar = tqdm(total=total * self._scale, desc=self._desc, unit=self._unit, unit_scale=self._scale != 1.0)
-        step = done - self._last
-        if step:
-            self._bar.update(step * self._scale)
-            self._last = done
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Call bound function ``fn``; an exception stored by a report wins over the

@@ -257,3 +257,9 @@ def count(total: int, steps: int, progress: Any = None) -> int:
     with CallbackScope(progress) as scope:
         reached = scope.call(_count, total, steps, scope.fn, scope.handle)
     return int(reached[0])
+
+
+__all__ = [
+    "info", "get_num_threads", "set_num_threads", "resolve_threads", "struct", "raw",
+    "scale_", "axpy_", "iota", "scaled", "span_sum", "count",
+]
