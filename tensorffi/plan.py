@@ -30,8 +30,9 @@ RETURNS = ("status", "count", "value", "none", "handle")
 
 
 def pyname(name: str) -> str:
-    """A C name as a Python argument name (``in`` -> ``in_``)."""
-    return name + "_" if keyword.iskeyword(name) or name == "self" else name
+    """A C name as a Python argument name (``in`` -> ``in_``; ``_r`` -> ``_r_``: names
+    starting with ``_`` are the generated code's own)."""
+    return name + "_" if keyword.iskeyword(name) or name == "self" or name.startswith("_") else name
 
 
 @dataclass

@@ -321,8 +321,9 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "handle-destroyed-twice",
         "tensorffi/handles.py",
-        "        with self.lock:\n            if self.closed:\n                return\n            self.closed = True",
-        "        with self.lock:\n            self.closed = True",
+        "            if self.closed:\n                return\n            self.closed = True\n"
+        "            now = self.users == 0 and not self.destroyed",
+        "            self.closed = True\n            now = self.users == 0",
         "double free: closing a handle twice calls the C destructor twice",
         ("tests/test_handles.py", "-k", "exactly_once and compile"),
         "lead",
