@@ -667,6 +667,8 @@ class _Gen:
             "_DType": DTypeError,
             "_chk": _sym_check,
             "_numel": _numel,
+            # builtins under names no C parameter can take (a parameter may be named len)
+            "_len": len, "_type": type, "_tuple": tuple, "_int": int, "_float": float,
         }
         self.lines: list[str] = []
         self.level = 1
@@ -738,8 +740,8 @@ class _Gen:
         dims = ", ".join(str(d) for d in p.shape)
         n = len(p.shape)
         self.fail_unless(
-            f"len({svar}) == {n}",
-            f'_ShapeError(f"{W} must have {n} dimension(s) [{dims}], got shape {{tuple({svar})}}")',
+            f"_len({svar}) == {n}",
+            f'_ShapeError(f"{W} must have {n} dimension(s) [{dims}], got shape {{_tuple({svar})}}")',
         )
         deferred: list[tuple[int, Dim]] = []
         for ax, d in enumerate(p.shape):
@@ -747,7 +749,7 @@ class _Gen:
             if not d.symbols:
                 self.fail_unless(
                     f"{size} == {d.factor}",
-                    f'_ShapeError(f"{W}: dimension {ax} must be {d.factor}, got {{{size}}} (shape {{tuple({svar})}})")',
+                    f'_ShapeError(f"{W}: dimension {ax} must be {d.factor}, got {{{size}}} (shape {{_tuple({svar})}})")',
                 )
                 continue
             if len(d.symbols) > 1:
@@ -761,7 +763,7 @@ class _Gen:
                 self.fail_unless(
                     f"{size} == {self.dim_expr(d)}",
                     f'_ShapeError(f"{W}: dimension {ax} ({d}) is {{{size}}}, but {want} from '
-                    f'{self.lit(self.known[sym])} (shape {{tuple({svar})}})")',
+                    f'{self.lit(self.known[sym])} (shape {{_tuple({svar})}})")',
                 )
                 continue
             bind = [] if k == 1 else [
@@ -781,7 +783,7 @@ class _Gen:
                 self.fail_unless(
                     f"{size} == {self.dim_expr(d)}",
                     f'_ShapeError(f"{W}: dimension {ax} ({d}) is {{{size}}}, but {d} = {{{self.dim_expr(d)}}} '
-                    f'from the other arguments (shape {{tuple({svar})}})")',
+                    f'from the other arguments (shape {{_tuple({svar})}})")',
                 )
                 self.dedent()
                 self.maybe.add(sym)
@@ -852,7 +854,7 @@ class _Gen:
 
     def torch_fast(self, p: Param, v: str, kernel: bool) -> list[str]:
         """Conditions under which tensor ``v`` can be passed as it is."""
-        conds = [] if kernel else [f"type({v}) is _T"]
+        conds = [] if kernel else [f"_type({v}) is _T"]
         if p.dtype != "any":
             conds.append(f"{v}.dtype is {self.const(TORCH_DTYPES[p.dtype or 'any'], 'dt')}")
         if not kernel:
@@ -872,7 +874,7 @@ class _Gen:
         if self.handle_capable and p.dtype == "any" and p.shape is None:
             # a bare void * may be an opaque handle
             self.emit(f"_h{i} = None")
-            self.emit(f"if type({v}) is {self.const(Handle, 'Handle')}:")
+            self.emit(f"if _type({v}) is {self.const(Handle, 'Handle')}:")
             self.indent()
             ffi = self.b.ffi
             addr = self.const(lambda h, W=self.where(p): int(ffi.cast("intptr_t", h._enter(W, None))), "haddr")
@@ -949,7 +951,7 @@ class _Gen:
         ranges = ", ".join(f"('{p.name}', _a{p.index}, _b{p.index}, {p.written})" for p in arrays)
         self.emit(f"if {' or '.join(pairs)}:")
         self.indent()
-        self.emit(f"_e = {fn}([r for r in ({ranges},) if type(r[1]) is int], {self.fname!r})")
+        self.emit(f"_e = {fn}([r for r in ({ranges},) if _type(r[1]) is _int], {self.fname!r})")
         self.emit("if _e is not None: raise _e")
         self.dedent()
 
@@ -961,16 +963,16 @@ class _Gen:
         if p.scalar in ("int", "bool") and p.int_range is not None:
             lo, hi = p.int_range
             chk = self.const(lambda x, W=W, ct=p.ctype, r=p.int_range: _checked_int(x, W, ct, r), "int")
-            self.emit(f"if type({v}) is not int or not {lo} <= {v} <= {hi}: {v} = {chk}({v})")
+            self.emit(f"if _type({v}) is not _int or not {lo} <= {v} <= {hi}: {v} = {chk}({v})")
         elif p.scalar == "float":
             chk = self.const(lambda x, W=W, ct=p.ctype, bits=p.float_bits: _checked_float(x, W, ct, bits), "flt")
             if p.float_bits == 32:
                 self.emit(
-                    f"if type({v}) is not float or not (-{_FLT_MAX!r} <= {v} <= {_FLT_MAX!r}) or "
+                    f"if _type({v}) is not _float or not (-{_FLT_MAX!r} <= {v} <= {_FLT_MAX!r}) or "
                     f"(-{_FLT_NORMAL!r} < {v} < {_FLT_NORMAL!r} and {v} != 0.0): {v} = {chk}({v})"
                 )
             else:
-                self.emit(f"if type({v}) is not float: {v} = {chk}({v})")
+                self.emit(f"if _type({v}) is not _float: {v} = {chk}({v})")
 
     def emit_other(self, p: Param) -> str:
         """Strings, structs and raw pointers: emit their preparation, return the C argument."""
@@ -1512,7 +1514,7 @@ class _Gen:
                 self.emit(f"{self.z(sym)} = {a.name}")
             else:
                 self.fail_unless(
-                    f"type({a.name}) is int and {a.name} >= 0",
+                    f"_type({a.name}) is _int and {a.name} >= 0",
                     f'_ShapeError(f"{self.lit(self.fname)}(): {a.name} must be a size (an integer >= 0), got {{{a.name}!r}}")',
                 )
                 self.emit(f"{self.z(sym)} = {a.name}")
