@@ -1664,7 +1664,7 @@ static void tf_runner_report(tf_runner *r, int64_t extra, int force) {
 
 /* Also a quiescent point: a thread waits here while the caller reports. */
 static inline int tf_runner_stopped(tf_runner *r, int64_t unit) {
-    return __atomic_load_n(&r->cancel, __ATOMIC_RELAXED) || tf_rt_checkpoint(r->rt) ||
+    return __atomic_load_n(&r->cancel, __ATOMIC_RELAXED) || (r->rt && tf_rt_checkpoint(r->rt)) ||
            unit > __atomic_load_n(&r->stop_after, __ATOMIC_RELAXED);
 }
 
