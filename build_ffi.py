@@ -11,6 +11,10 @@ Environment:
     TENSORFFI_NATIVE=1   compile for this machine (``-march=native``); the default
                          build is portable x86-64 and picks SIMD paths at run time.
     TENSORFFI_DEBUG=1    ``-O0 -g`` instead of ``-O3``.
+    TENSORFFI_SANITIZE=1 AddressSanitizer and UndefinedBehaviorSanitizer (``-O1 -g``,
+                         every UB check fatal); load with libasan preloaded, as
+                         ``.ci/sanitize`` does. Never for a wheel.
+    CC                   the C compiler (``CC=clang``), as distutils takes it.
 """
 from __future__ import annotations
 
@@ -50,9 +54,15 @@ def read_cdefs() -> str:
     return "\n".join((CDEF_DIR / name).read_text() for name in CDEF_ORDER)
 
 
-def compile_flags(native: bool, debug: bool) -> list[str]:
+SANITIZE_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer"]
+
+
+def compile_flags(native: bool, debug: bool, sanitize: bool = False) -> list[str]:
     flags = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-fno-strict-aliasing", "-pthread"]
-    flags += ["-O0", "-g"] if debug else ["-O3"]
+    if sanitize:
+        flags += ["-O1", "-g"] + SANITIZE_FLAGS
+    else:
+        flags += ["-O0", "-g"] if debug else ["-O3"]
     if native:
         flags.append("-march=native")
     return flags
@@ -64,8 +74,11 @@ def _c_string(text: str) -> str:
 
 NATIVE = os.environ.get("TENSORFFI_NATIVE", "") in ("1", "true", "yes")
 DEBUG = os.environ.get("TENSORFFI_DEBUG", "") in ("1", "true", "yes")
-FLAGS = compile_flags(NATIVE, DEBUG)
-COMPILER = sysconfig.get_config_var("CC") or "cc"
+SANITIZE = os.environ.get("TENSORFFI_SANITIZE", "") in ("1", "true", "yes")
+FLAGS = compile_flags(NATIVE, DEBUG, SANITIZE)
+# The compiler setuptools will run: $CC when set (it overrides sysconfig's), else
+# Python's own. The module also reports what its predefined macros say (core.c).
+COMPILER = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
 
 def cdefs_accessor(text: str) -> tuple[str, str]:
     """Declaration and definition of ``tf_cdefs()``, which returns the cdef text.
@@ -120,7 +133,7 @@ ffibuilder.set_source(
         ("TF_NATIVE_BUILD", "1" if NATIVE else "0"),
     ],
     extra_compile_args=FLAGS,
-    extra_link_args=["-pthread"],
+    extra_link_args=["-pthread"] + (SANITIZE_FLAGS if SANITIZE else []),
     libraries=["m"],
 )
 

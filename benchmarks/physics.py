@@ -15,12 +15,23 @@ single step carries no acceleration in), softening 0.01.
 Accuracy is the largest error of the velocity change of one step from rest against a
 float64 NumPy reference (same float32 inputs), relative to the largest velocity change.
 
-Run: ``python benchmarks/physics.py`` (``--quick`` for a short run). Prints a Markdown
-table; ``--results`` appends it with machine facts to benchmarks/RESULTS.md.
+Three more measurements, in a second table:
+
+* *alternating with torch*: each of our steps follows a ``torch.compile`` step, as in a
+  training loop that calls us between torch ops (torch's OpenMP threads are then still
+  spinning for more work); both are timed in that alternation;
+* *first call in a fresh process*: a new interpreter imports, builds the inputs, and
+  times its first and second call (ours, and the eager peer's step);
+* *energy*: ``tensorffi.physics.energy`` against the same sum written in eager torch.
+
+Run: ``python benchmarks/physics.py`` (``--quick`` for a short run). Prints Markdown
+tables; ``--results`` appends them with machine facts to benchmarks/RESULTS.md.
+``TENSORFFI_SIMD=avx2`` caps our kernels at AVX2 (the peers are not affected).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -207,6 +218,116 @@ def bench_case(label: str, b: int, n: int, steps: int, reps: int, threads: int, 
     return row
 
 
+def energy_torch(pos: torch.Tensor, vel: torch.Tensor, mass: torch.Tensor, G: float, eps: float) -> torch.Tensor:
+    kinetic = 0.5 * (mass * (vel * vel).sum(-1)).sum(-1)
+    d = pos.unsqueeze(-3) - pos.unsqueeze(-2)
+    w = mass.unsqueeze(-1) * mass.unsqueeze(-2) / torch.sqrt((d * d).sum(-1) + eps * eps)
+    return kinetic - G * torch.triu(w, 1).sum((-2, -1))
+
+
+def bench_alternating(n: int, reps: int, threads: int) -> dict[str, Any]:
+    """Our step and the compiled step, alternating (each timed), and each back to back."""
+    pos, vel, mass = system(1, n)
+    tp, tv, tm = (torch.from_numpy(a) for a in (pos, vel, mass))
+    compiled = torch.compile(FORMULATIONS["coords"], dynamic=False)
+    compiled(tp, tv, tm, DT, G, EPS * EPS)
+
+    def ours():
+        return ph.nbody(tp, tv, tm, dt=DT, G=G, softening=EPS, threads=threads)
+
+    def theirs():
+        return compiled(tp, tv, tm, DT, G, EPS * EPS)
+
+    for _ in range(3):
+        ours(), theirs()
+    t = {"ours_alt": [], "compile_alt": [], "ours_b2b": [], "compile_b2b": []}
+    for r in range(reps):
+        for _ in range(3):  # alternating, as in a training loop
+            t["compile_alt"].append(timed(theirs))
+            t["ours_alt"].append(timed(ours))
+        time.sleep(0.03)  # torch's threads stop spinning: a back-to-back block starts cold
+        for key, fn in (("ours_b2b", ours), ("compile_b2b", theirs)) if r % 2 else (("compile_b2b", theirs), ("ours_b2b", ours)):
+            fn()
+            for _ in range(3):
+                t[key].append(timed(fn))
+    return {k: statistics.median(v) for k, v in t.items()}
+
+
+FIRST_CALL = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import numpy as np, torch
+sys.path.insert(0, {root!r})
+import tensorffi
+from tensorffi import physics as ph
+from benchmarks.physics import system, FORMULATIONS, DT, G, EPS
+t_import = time.perf_counter() - t0
+pos, vel, mass = (torch.from_numpy(a) for a in system(1, {n}))
+out = {{"import": t_import}}
+for k in range(2):
+    t0 = time.perf_counter()
+    if {peer!r} == "ours":
+        ph.nbody(pos, vel, mass, dt=DT, G=G, softening=EPS, threads={threads})
+    else:
+        FORMULATIONS["coords"](pos, vel, mass, DT, G, EPS * EPS)
+    out["call%d" % k] = time.perf_counter() - t0
+print(json.dumps(out))
+"""
+
+
+def bench_first_call(n: int, threads: int, runs: int) -> dict[str, Any]:
+    """First and second call in fresh processes: ours, and the eager peer's step."""
+    res: dict[str, list[float]] = {}
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": str(threads)}
+    for r in range(runs):
+        for peer in ("ours", "eager") if r % 2 == 0 else ("eager", "ours"):
+            code = FIRST_CALL.format(root=str(ROOT), n=n, peer=peer, threads=threads)
+            proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+            got = json.loads(proc.stdout.strip().splitlines()[-1])
+            for k, v in got.items():
+                res.setdefault(f"{peer}_{k}", []).append(v)
+    return {k: statistics.median(v) for k, v in res.items()}
+
+
+def bench_energy(n: int, reps: int, threads: int) -> dict[str, Any]:
+    pos, vel, mass = system(1, n)
+    tp, tv, tm = (torch.from_numpy(a) for a in (pos, vel, mass))
+    want = float(energy_torch(tp.double(), tv.double(), tm.double(), G, EPS))
+    got = float(ph.energy(tp, tv, tm, G=G, softening=EPS, threads=threads))
+    assert abs(got - want) <= 1e-5 * abs(want), (got, want)
+    ours = lambda: ph.energy(tp, tv, tm, G=G, softening=EPS, threads=threads)  # noqa: E731
+    eager = lambda: energy_torch(tp, tv, tm, G, EPS)  # noqa: E731
+    t: dict[str, list[float]] = {"ours": [], "eager": []}
+    for r in range(reps):
+        for key, fn in (("ours", ours), ("eager", eager)) if r % 2 else (("eager", eager), ("ours", ours)):
+            fn()
+            t0 = time.perf_counter()
+            for _ in range(100):
+                fn()
+            t[key].append((time.perf_counter() - t0) / 100)
+    return {k: statistics.median(v) for k, v in t.items()}
+
+
+def extra_table(alt: dict[str, Any], first: dict[str, Any], energy: dict[str, Any], n_alt: int, n_first: int,
+                n_energy: int, threads: int, compile_s: float | None) -> str:
+    lines = [
+        f"| case (float32, {threads} threads) | tensorffi | peer | peer / tensorffi |",
+        "|---|---:|---:|---:|",
+        f"| N = {n_alt}, one step, alternating with the torch.compile step | {fmt_ms(alt['ours_alt'])} ms | "
+        f"{fmt_ms(alt['compile_alt'])} ms (torch.compile, alternating) | {alt['compile_alt'] / alt['ours_alt']:.2f}x |",
+        f"| N = {n_alt}, one step, back to back (same run) | {fmt_ms(alt['ours_b2b'])} ms | "
+        f"{fmt_ms(alt['compile_b2b'])} ms (torch.compile) | {alt['compile_b2b'] / alt['ours_b2b']:.2f}x |",
+        f"| N = {n_first}, one step, first call in a fresh process | {fmt_ms(first['ours_call0'])} ms | "
+        f"{fmt_ms(first['eager_call0'])} ms (torch eager){'' if compile_s is None else f'; torch.compile: {compile_s:.1f} s'} | "
+        f"{first['eager_call0'] / first['ours_call0']:.2f}x |",
+        f"| N = {n_first}, one step, second call in that process | {fmt_ms(first['ours_call1'])} ms | "
+        f"{fmt_ms(first['eager_call1'])} ms (torch eager) | {first['eager_call1'] / first['ours_call1']:.2f}x |",
+        f"| energy, N = {n_energy} | {energy['ours'] * 1e6:.1f} µs | {energy['eager'] * 1e6:.1f} µs (torch eager) | "
+        f"{energy['eager'] / energy['ours']:.1f}x |",
+    ]
+    return "\n".join(lines)
+
+
 def fmt_ms(t: float | None) -> str:
     return "—" if t is None else f"{t * 1e3:.3f}" if t < 0.01 else f"{t * 1e3:.2f}" if t < 1 else f"{t * 1e3:.0f}"
 
@@ -232,6 +353,10 @@ def table(rows: list[dict[str, Any]], threads: int) -> str:
     return "\n".join(lines)
 
 
+def ffi_string(p: Any) -> str:
+    return tensorffi.core.ffi.string(p).decode()
+
+
 def machine_facts() -> str:
     try:
         lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
@@ -239,8 +364,9 @@ def machine_facts() -> str:
     except OSError:
         model = platform.processor() or "?"
     info = tensorffi.info()
+    simd = ffi_string(tensorffi.core.lib.tf_simd_name(tensorffi.core.lib.tf_physics_simd()))
     return (
-        f"CPU: {model}, {os.cpu_count()} logical CPUs; SIMD path: {info['simd']}; "
+        f"CPU: {model}, {os.cpu_count()} logical CPUs; physics SIMD path: {simd}; "
         f"Python {platform.python_version()}, torch {torch.__version__}, numpy {np.__version__}, "
         f"tensorffi {info['version']} ({info['compiler']}, {info['build_flags']})"
     )
@@ -253,6 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", action="store_true", help="append the table to benchmarks/RESULTS.md")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
+    # Every peer is the same `step` code object compiled for several shapes: without a
+    # higher limit dynamo would stop compiling it and silently run it eagerly.
+    torch._dynamo.config.recompile_limit = 64
     threads = args.threads or tensorffi.get_num_threads()
     torch.set_num_threads(threads)
     reps = 7 if args.quick else 25
@@ -268,7 +397,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {label}: done (compile times {', '.join(f'{k} {v:.1f} s' for k, v in row['compile_s'].items())})",
               file=sys.stderr, flush=True)
     out = table(rows, threads)
+    n_alt = 4096 if not args.quick else 2048
+    alt = bench_alternating(n_alt, 12 if args.quick else 30, threads)
+    print("  alternating: done", file=sys.stderr, flush=True)
+    first = bench_first_call(4096, threads, 3 if args.quick else 5)
+    print("  first call: done", file=sys.stderr, flush=True)
+    energy = bench_energy(64, 15 if args.quick else 41, threads)
+    compile_s = next((r["compile_s"].get("coords") for r in rows if r["label"] == "N = 4096"), None)
+    out += "\n\n" + extra_table(alt, first, energy, n_alt, 4096, 64, threads, compile_s)
     facts = machine_facts()
+    load = os.getloadavg()
+    facts += f"; load average at the end {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}"
     print(out)
     print()
     print(facts)

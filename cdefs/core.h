@@ -33,6 +33,11 @@ int tf_simd_level(void);
 const char *tf_simd_name(int level);
 int tf_cpu_count(void);
 
+/* The thread runtime: where a run of `threads` threads would get them now (0 inline,
+ * 1 tensorffi's own pool, 2 the host OpenMP team), and the size of the own pool. */
+int tf_runtime_backend(int threads);
+int tf_runtime_pool_size(void);
+
 /* Bridge self-test kernels. */
 void tf_core_scale_f32(float *x, int64_t n, float a);
 void tf_core_axpy_f64(const double *x, double *y, int64_t n, double a);

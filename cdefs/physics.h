@@ -36,6 +36,9 @@ int tf_physics_energy_f32(const float *pos, const float *vel, const float *mass,
 int tf_physics_energy_f64(const double *pos, const double *vel, const double *mass, int64_t b,
                           int64_t n, double G, double softening, int nthreads, double *out);
 
+/* The SIMD level (TF_SIMD_*) the physics kernels run at (after the TENSORFFI_SIMD cap). */
+int tf_physics_simd(void);
+
 /* Total momentum of each system: out[s][k] = sum_i m_i v_i[k]. */
 int tf_physics_momentum_f32(const float *vel, const float *mass, int64_t b, int64_t n, float *out);
 int tf_physics_momentum_f64(const double *vel, const double *mass, int64_t b, int64_t n, double *out);

@@ -17,7 +17,7 @@ enum {
  * are [n_sections, outer, 2, inner]: SciPy's zi layout, (n_sections, ..., 2, ...).
  * The sections are direct form II transposed, as scipy.signal.sosfilt. Channels
  * are spread over `nthreads` threads; each is filtered in SIMD lanes chosen by
- * tf_simd_level(). */
+ * tf_signal_simd(). */
 
 /* y = sosfilt(sos, x) starting from states zi (NULL: zeros); the final states go to
  * zf (NULL: not written). Filtering a signal in pieces, passing each call's zf as
@@ -26,6 +26,18 @@ int tf_signal_sosfilt_f32(const double *sos, int64_t n_sections, const float *x,
                           int64_t inner, const float *zi, float *zf, int nthreads);
 int tf_signal_sosfilt_f64(const double *sos, int64_t n_sections, const double *x, double *y, int64_t outer, int64_t n,
                           int64_t inner, const double *zi, double *zf, int nthreads);
+
+/* Complex signals with complex coefficients (complex signals with real
+ * coefficients use the functions above on their real view: real and imaginary
+ * parts are then separate channels). x, y, zi and zf hold interleaved (re, im)
+ * pairs, so `inner` counts reals and must be even; sos is [n_sections, 12]: each
+ * coefficient of a row as a (re, im) pair, a0 == 1 + 0j. complex128 runs SciPy's
+ * complex operations in SciPy's order (bitwise equal); complex64 follows the
+ * float32 rule below (float32 arithmetic only for poles within radius 0.9). */
+int tf_signal_sosfilt_c64(const double *sos, int64_t n_sections, const float *x, float *y, int64_t outer, int64_t n,
+                          int64_t inner, const float *zi, float *zf, int nthreads);
+int tf_signal_sosfilt_c128(const double *sos, int64_t n_sections, const double *x, double *y, int64_t outer,
+                           int64_t n, int64_t inner, const double *zi, double *zf, int nthreads);
 
 /* The adjoint of tf_signal_sosfilt_*: given dL/dy (gy) and dL/dzf (gzf, NULL:
  * zeros) of the call sosfilt(sos, x, zi), writes dL/dx (gx, [outer, n, inner]),
@@ -50,6 +62,13 @@ int tf_signal_sosfiltfilt_f32(const double *sos, int64_t n_sections, const doubl
 int tf_signal_sosfiltfilt_f64(const double *sos, int64_t n_sections, const double *zi, const double *x, double *y,
                               int64_t outer, int64_t n, int64_t inner, int padtype, int64_t padlen, int nthreads);
 
+/* sosfiltfilt with complex coefficients: zi is [n_sections, 4], the complex
+ * steady states as (re, im) pairs; x and y as in tf_signal_sosfilt_c64/c128. */
+int tf_signal_sosfiltfilt_c64(const double *sos, int64_t n_sections, const double *zi, const float *x, float *y,
+                              int64_t outer, int64_t n, int64_t inner, int padtype, int64_t padlen, int nthreads);
+int tf_signal_sosfiltfilt_c128(const double *sos, int64_t n_sections, const double *zi, const double *x, double *y,
+                               int64_t outer, int64_t n, int64_t inner, int padtype, int64_t padlen, int nthreads);
+
 /* 1 if float32 signals filtered with this sos are computed in float32
  * arithmetic, 0 if in float64 arithmetic (float32 in and out). float32 is used
  * only when every pole lies within radius 0.9, where its roundoff stays near
@@ -57,6 +76,14 @@ int tf_signal_sosfiltfilt_f64(const double *sos, int64_t n_sections, const doubl
  * bands: most audio and physiological filters) would amplify it to 1e-4..1e-2. */
 int tf_signal_f32_arith(const double *sos, int64_t n_sections);
 
+/* tf_signal_f32_arith for complex coefficients ([n_sections, 12], (re, im) pairs). */
+int tf_signal_f32_arith_complex(const double *sos, int64_t n_sections);
+
+/* The SIMD level (TF_SIMD_*) signal's kernels run at: TENSORFFI_SIMD=scalar|avx2|avx512
+ * selects a level (capped by what the CPU has); unset, the level this module
+ * prefers on this CPU (see signal.c). */
+int tf_signal_simd(void);
+
 /* SIMD lanes (channels filtered at once) for elements of `element_size` bytes
- * (4: float32, 8: float64) at the current tf_simd_level(). */
+ * (4: float32, 8: float64) at the level tf_signal_simd() reports. */
 int tf_signal_lanes(int element_size);

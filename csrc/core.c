@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* core.c — error plumbing, build facts, CPU feature detection, the parallel-for
- * helper and the bridge's self-test kernels. */
+/* core.c — error plumbing, build facts, CPU feature detection and the bridge's
+ * self-test kernels (the thread runtime is runtime.c). */
 #define _GNU_SOURCE
 #define TF_INTERNAL
 #include "tensorffi.h"
 
-#include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,7 +42,19 @@ int tf_error(int code, const char *fmt, ...) {
 }
 
 const char *tf_version(void) { return TF_VERSION_STR; }
-const char *tf_build_compiler(void) { return TF_COMPILER_STR; }
+/* The compiler that compiled this file, from its own predefined macros (the build's
+ * $CC may be a wrapper or a path); TF_COMPILER_STR is what build_ffi.py ran. */
+const char *tf_build_compiler(void) {
+#define TF_STR2(x) #x
+#define TF_STR(x) TF_STR2(x)
+#if defined(__clang__)
+    return "clang " TF_STR(__clang_major__) "." TF_STR(__clang_minor__) "." TF_STR(__clang_patchlevel__) " (" TF_COMPILER_STR ")";
+#elif defined(__GNUC__)
+    return "gcc " __VERSION__ " (" TF_COMPILER_STR ")";
+#else
+    return TF_COMPILER_STR;
+#endif
+}
 const char *tf_build_flags(void) { return TF_FLAGS_STR; }
 int tf_build_native(void) { return TF_NATIVE_BUILD; }
 
@@ -82,7 +93,7 @@ const char *tf_simd_name(int level) {
 }
 
 int tf_cpu_count(void) {
-#ifdef CPU_COUNT
+#if defined(__linux__) && defined(CPU_COUNT)
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) {
         int n = CPU_COUNT(&set);
@@ -91,56 +102,6 @@ int tf_cpu_count(void) {
 #endif
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
-}
-
-/* ---- parallel for ------------------------------------------------------ */
-
-typedef struct {
-    tf_range_fn fn;
-    void *ctx;
-    int64_t begin, end;
-    int status;
-} tf_job;
-
-static void *tf_job_run(void *arg) {
-    tf_job *job = (tf_job *)arg;
-    job->status = job->fn(job->ctx, job->begin, job->end);
-    return NULL;
-}
-
-#define TF_MAX_THREADS 256
-
-int tf_parallel_for(int64_t n, int nthreads, int64_t min_per_thread, tf_range_fn fn, void *ctx) {
-    if (n <= 0) return TF_OK;
-    if (min_per_thread < 1) min_per_thread = 1;
-    int64_t useful = n / min_per_thread;
-    if (useful < 1) useful = 1;
-    if (nthreads < 1) nthreads = 1;
-    if (nthreads > TF_MAX_THREADS) nthreads = TF_MAX_THREADS;
-    if ((int64_t)nthreads > useful) nthreads = (int)useful;
-    if (nthreads == 1) return fn(ctx, 0, n);
-
-    tf_job jobs[TF_MAX_THREADS];
-    pthread_t tids[TF_MAX_THREADS];
-    int started[TF_MAX_THREADS];
-    int64_t per = n / nthreads, extra = n % nthreads, at = 0;
-    for (int t = 0; t < nthreads; t++) {
-        int64_t len = per + (t < extra ? 1 : 0);
-        jobs[t] = (tf_job){fn, ctx, at, at + len, TF_OK};
-        at += len;
-    }
-    /* Job 0 runs on the calling thread; if a thread cannot be created its block is
-     * run here too, so the work is always done. */
-    for (int t = 1; t < nthreads; t++)
-        started[t] = pthread_create(&tids[t], NULL, tf_job_run, &jobs[t]) == 0;
-    tf_job_run(&jobs[0]);
-    for (int t = 1; t < nthreads; t++) {
-        if (started[t]) pthread_join(tids[t], NULL);
-        else tf_job_run(&jobs[t]);
-    }
-    for (int t = 0; t < nthreads; t++)
-        if (jobs[t].status != TF_OK) return jobs[t].status;
-    return TF_OK;
 }
 
 /* ---- bridge self-test kernels ------------------------------------------ */
@@ -177,9 +138,12 @@ int tf_core_iota_i64(int64_t *x, int64_t n) {
 void tf_core_spin_ms(int ms) {
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    volatile uint64_t sink = 0;
+    uint64_t sink = 0;
     for (;;) {
-        for (int i = 0; i < 1000; i++) sink += (uint64_t)i;
+        for (int i = 0; i < 1000; i++) {
+            sink += (uint64_t)i;
+            __asm__ volatile("" : "+r"(sink)); /* keeps the loop: it is the point */
+        }
         clock_gettime(CLOCK_MONOTONIC, &t);
         double el = (double)(t.tv_sec - t0.tv_sec) * 1e3 + (double)(t.tv_nsec - t0.tv_nsec) * 1e-6;
         if (el >= ms) break;

@@ -1632,45 +1632,40 @@ int tf_parse_record(const uint8_t *data, int64_t n, int64_t start, int64_t skipl
 /* parallel driver                                                          */
 /* ======================================================================== */
 
-#define TF_PARSE_MAX_THREADS 256
-#define TF_REPORT_NS 30000000LL /* report progress at most every 30 ms */
+#define TF_REPORT_S 0.03 /* report progress at most every 30 ms */
 
+/* Units (chunks) run on the thread runtime (runtime.c): handed out on demand, the
+ * calling thread works too and is the only one that reports progress; while it
+ * reports, the other threads wait at their next tf_runner_stopped() or unit. */
 typedef struct tf_runner tf_runner;
 struct tf_runner {
     int64_t nunits;
-    int64_t next;       /* atomic: next unit to hand out */
     int64_t stop_after; /* atomic: units above this index are not started */
     int64_t done_bytes; /* atomic */
     int64_t total_bytes;
     int cancel; /* atomic */
     tf_report_fn fn;
     void *handle;
-    int64_t last_ns;
+    tf_rt *rt; /* the run, while units run */
     void (*work)(tf_runner *r, int64_t unit, int is_caller);
     void (*after)(tf_runner *r); /* run on the calling thread after each of its units */
     void *ctx;
 };
 
-static int64_t tf_now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
 /* Calling thread only: report progress (rate-limited unless forced); a non-zero
- * answer cancels the run. */
+ * answer cancels the run. After the run only a forced report is made. */
 static void tf_runner_report(tf_runner *r, int64_t extra, int force) {
     if (!r->fn) return;
-    int64_t now = tf_now_ns();
-    if (!force && now - r->last_ns < TF_REPORT_NS) return;
-    r->last_ns = now;
     int64_t done = __atomic_load_n(&r->done_bytes, __ATOMIC_RELAXED) + extra;
     if (done > r->total_bytes) done = r->total_bytes;
-    if (r->fn(r->handle, done, r->total_bytes) != 0) __atomic_store_n(&r->cancel, 1, __ATOMIC_RELAXED);
+    int stop = r->rt ? tf_rt_report(r->rt, done, force) : force && r->fn(r->handle, done, r->total_bytes) != 0;
+    if (stop) __atomic_store_n(&r->cancel, 1, __ATOMIC_RELAXED);
 }
 
+/* Also a quiescent point: a thread waits here while the caller reports. */
 static inline int tf_runner_stopped(tf_runner *r, int64_t unit) {
-    return __atomic_load_n(&r->cancel, __ATOMIC_RELAXED) || unit > __atomic_load_n(&r->stop_after, __ATOMIC_RELAXED);
+    return __atomic_load_n(&r->cancel, __ATOMIC_RELAXED) || (r->rt && tf_rt_checkpoint(r->rt)) ||
+           unit > __atomic_load_n(&r->stop_after, __ATOMIC_RELAXED);
 }
 
 static void tf_runner_lower_stop(tf_runner *r, int64_t unit) {
@@ -1680,36 +1675,39 @@ static void tf_runner_lower_stop(tf_runner *r, int64_t unit) {
     }
 }
 
-static void tf_runner_loop(tf_runner *r, int is_caller) {
-    for (;;) {
-        if (__atomic_load_n(&r->cancel, __ATOMIC_RELAXED)) return;
-        int64_t u = __atomic_fetch_add(&r->next, 1, __ATOMIC_RELAXED);
-        if (u >= r->nunits || u > __atomic_load_n(&r->stop_after, __ATOMIC_RELAXED)) return;
-        r->work(r, u, is_caller);
-        if (is_caller) {
-            if (r->after) r->after(r);
-            tf_runner_report(r, 0, 0);
-        }
+static int tf_runner_unit(void *arg, int64_t u, int tid) {
+    tf_runner *r = (tf_runner *)arg;
+    if (__atomic_load_n(&r->cancel, __ATOMIC_RELAXED) || u > __atomic_load_n(&r->stop_after, __ATOMIC_RELAXED))
+        return TF_OK;
+    r->work(r, u, tid == 0);
+    if (tid == 0) {
+        if (r->after) r->after(r);
+        tf_runner_report(r, 0, 0);
     }
+    return TF_OK;
 }
 
-static void *tf_runner_thread(void *arg) {
-    tf_runner_loop((tf_runner *)arg, 0);
-    return NULL;
+static int64_t tf_runner_done(void *arg) {
+    tf_runner *r = (tf_runner *)arg;
+    int64_t done = __atomic_load_n(&r->done_bytes, __ATOMIC_RELAXED);
+    return done > r->total_bytes ? r->total_bytes : done;
+}
+
+static int tf_runner_driver(tf_rt *rt, void *arg) {
+    tf_runner *r = (tf_runner *)arg;
+    r->rt = rt;
+    int rc = tf_rt_phase(rt, r->nunits, tf_runner_unit, r);
+    r->rt = NULL;
+    return rc;
 }
 
 /* Run r->work over all units on up to nthreads threads (the calling thread is one). */
 static void tf_runner_run(tf_runner *r, int nthreads) {
-    if (nthreads > TF_PARSE_MAX_THREADS) nthreads = TF_PARSE_MAX_THREADS;
     if ((int64_t)nthreads > r->nunits) nthreads = (int)r->nunits;
     if (nthreads < 1) nthreads = 1;
-    pthread_t tids[TF_PARSE_MAX_THREADS];
-    int started[TF_PARSE_MAX_THREADS];
-    for (int t = 1; t < nthreads; t++) started[t] = pthread_create(&tids[t], NULL, tf_runner_thread, r) == 0;
-    /* If a thread could not be created the others simply take more units. */
-    tf_runner_loop(r, 1);
-    for (int t = 1; t < nthreads; t++)
-        if (started[t]) pthread_join(tids[t], NULL);
+    tf_rt_opts o = {.threads = nthreads, .fn = r->fn, .handle = r->handle, .done = tf_runner_done,
+                    .done_ctx = r, .total = r->total_bytes, .interval = TF_REPORT_S};
+    if (tf_rt_run(&o, tf_runner_driver, r) == TF_EINTERRUPTED) __atomic_store_n(&r->cancel, 1, __ATOMIC_RELAXED);
 }
 
 static void tf_runner_init(tf_runner *r, int64_t nunits, int64_t total_bytes, tf_report_fn fn, void *handle) {
@@ -1719,7 +1717,6 @@ static void tf_runner_init(tf_runner *r, int64_t nunits, int64_t total_bytes, tf
     r->total_bytes = total_bytes;
     r->fn = fn;
     r->handle = handle;
-    r->last_ns = tf_now_ns();
 }
 
 /* ======================================================================== */

@@ -1,48 +1,41 @@
 /* SPDX-License-Identifier: MIT */
 /* physics.c — batched n-body integration (softened gravity), energy and momentum.
  *
- * One call advances b independent systems by many steps. The state is AoS as the user
- * holds it ([b][n][3]); every step the positions are also written to a padded SoA copy
- * that the force kernels read (double-buffered: a step's updates write the buffer the
- * step's forces do not read).
+ * One call advances b independent systems by many steps. The user's state is AoS
+ * ([b][n][3]); during a step it lives in a padded SoA scratch copy that the force
+ * kernels read, and the user's pos and vel are written once per step, when the step
+ * is complete (so they always hold the state after a whole number of steps: what a
+ * progress callback sees, and what a stopped run leaves).
  *
- * Threads are started once per call (detached; their shared state is freed by the
- * last one out, so the caller never waits for a thread that got no work):
- *   - "systems" mode, many systems: a thread takes whole systems, one at a time, and
- *     runs all their steps; no synchronisation;
- *   - "shared" mode, few large systems: every step is a force phase and an update
- *     phase of small units that whoever is free takes; the thread that finishes a
- *     phase's last unit opens the next one. Waiting threads spin ~50 us, then sleep.
- * Progress and cancellation: only the calling thread (thread 0) calls the callback.
- * A stop request ends shared mode with the step whose update phase opens next, so
- * all systems stop at the same step; in systems mode each system stops at its own
- * next step boundary.
+ * Threads come from the thread runtime (runtime.c), only as many as the work pays for
+ * (TF_PHYS_MIN_WORK pair interactions per thread; fewer: the calling thread alone):
+ *   - "systems" mode, many systems: one phase whose units are whole systems (all their
+ *     steps); a unit passes a checkpoint after every step;
+ *   - "shared" mode, few large systems: every step's forces are one phase of units
+ *     (chunks of rows of equal pair counts, or blocks of bodies); the O(n) work between
+ *     force phases (kick, drift, writing pos and vel) is the caller's.
+ * Leapfrog is kick-drift-kick with two half kicks per step (the state is synchronised
+ * at every step boundary). Progress and cancellation go through the runtime: the
+ * callback runs on the calling thread while no other thread touches the caller's
+ * memory, and a stop leaves every system after a whole step.
  *
  * Force kernels (physics_simd.h, AVX2+FMA and AVX-512, chosen at run time by
  * tf_simd_level(), and a portable one): an all-pairs kernel vectorised along i, and a
- * pair-once "row" kernel (Newton's third law) for systems of TF_PHYS_ROWS_MIN bodies
- * or more. The float kernels use the hardware reciprocal square root with one Newton
- * step (relative error ~1e-7), the double ones sqrt and a division.
+ * pair-once "row" kernel (Newton's third law, tiled over j) for systems of
+ * TF_PHYS_ROWS_MIN bodies or more. The float kernels use the hardware reciprocal
+ * square root with one Newton step (relative error ~1e-7), the double ones sqrt and a
+ * division. A pair at exactly zero distance exerts no force (see physics_simd.h).
  */
 #define _GNU_SOURCE
 #define TF_INTERNAL
 #include "tensorffi.h"
 
-#include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
-
-#if defined(__linux__)
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#endif
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define TF_PHYS_X86 1
@@ -55,203 +48,31 @@
 #define TF_PHYS_STR(x) TF_PHYS_STR2(x)
 
 /* Padding of the SoA arrays and the unit of the body split: the largest block of any
- * kernel (32 floats, AVX-512), so that thread boundaries never cut a block. */
+ * kernel (32 floats, AVX-512), so that unit boundaries never cut a block. */
 #define TF_PHYS_PAD 32
-#define TF_PHYS_MAX_THREADS 256
-/* A thread is worth starting for this many pair interactions in the whole call... */
+/* Pair interactions (one direction, all steps) a thread must get to be worth its
+ * start and its share of the end of every phase (measured: benchmarks/RESULTS.md). */
 #define TF_PHYS_MIN_WORK 200000.0
-/* ...and, when bodies are split, for this many per thread and step (a phase change
- * costs a few microseconds). */
+/* ...and, when bodies of one system are split, per thread and step. */
 #define TF_PHYS_MIN_STEP_WORK 40000.0
 /* Systems of at least this many bodies use the row kernel (each pair once). */
 #define TF_PHYS_ROWS_MIN 128
 /* Seconds between progress reports (and Ctrl-C checks). */
 #define TF_PHYS_REPORT_S 0.1
-/* Seconds a waiting thread spins before it sleeps. */
-#define TF_PHYS_SPIN_S 50e-6
-
-/* ======================================================================== */
-/* Threads, phases, progress                                                */
-/* ======================================================================== */
-
-typedef struct {
-    _Atomic int64_t steps; /* completed by one thread: steps (shared), system-steps (systems) */
-    char pad[64 - sizeof(int64_t)];
-} tf_phys_slot;
-
-/* One call's threads and their protocol. It lives in a heap block (with the
- * per-type context and jobs) freed by the last thread out, so the caller returns as
- * soon as the work is done without waiting for threads that never got any (a thread
- * that starts late on a busy machine finds no work left and just leaves). */
-typedef struct {
-    /* fixed before the threads are released */
-    int shared, threads;
-    int64_t systems, steps;
-    int (*fn)(void *, int64_t, int64_t);
-    void *handle;
-    tf_phys_slot *done;
-    void *base; /* the allocation this lives in */
-    /* shared between threads */
-    _Atomic int go;   /* futex word: 1 once the threads may start */
-    _Atomic int refs; /* the caller plus the threads that have not left */
-    /* systems mode */
-    _Atomic int64_t next_system; /* the next system nobody has taken */
-    _Atomic int64_t remaining;   /* systems not finished */
-    _Atomic int finished;        /* futex word: 1 once remaining reached 0 */
-    _Atomic int64_t stop_after;  /* -1, or >= 0 once a stop was requested */
-    /* shared mode: phases of work units */
-    _Atomic int64_t open_phase;  /* the phase whose units may be taken; INT64_MAX: done */
-    _Atomic int open_seq;        /* futex word: bumped whenever a phase opens */
-    _Atomic int64_t claim;       /* (phase & 0x7fffffff) << 32 | next unit of that phase */
-    _Atomic int64_t phase_done;  /* units of the open phase finished */
-    _Atomic int stop_requested;
-    _Atomic int64_t steps_done;
-    /* thread 0 only */
-    double next_report;
-    int interrupted;
-    int64_t stopped_at;
-} tf_phys_control;
 
 typedef struct {
     int threads, shared;
-    int64_t blocks;
 } tf_phys_plan;
 
-static double tf_phys_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static void tf_phys_cpu_relax(void) {
-#if TF_PHYS_X86
-    __builtin_ia32_pause();
-#endif
-}
-
-/* Sleep while *word == value (or until `seconds` pass, if > 0); spurious wake-ups are
- * fine, callers re-check. Without futexes: yield. */
-static void tf_phys_sleep_on(_Atomic int *word, int value, double seconds) {
-#if defined(__linux__)
-    struct timespec ts, *timeout = NULL;
-    if (seconds > 0) {
-        ts.tv_sec = (time_t)seconds;
-        ts.tv_nsec = (long)((seconds - (double)ts.tv_sec) * 1e9);
-        timeout = &ts;
-    }
-    syscall(SYS_futex, (int *)word, FUTEX_WAIT_PRIVATE, value, timeout, NULL, 0);
-#else
-    (void)word;
-    (void)value;
-    (void)seconds;
-    sched_yield();
-#endif
-}
-
-static void tf_phys_wake_all(_Atomic int *word) {
-#if defined(__linux__)
-    syscall(SYS_futex, (int *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
-#else
-    (void)word;
-#endif
-}
-
-/* Wait until *word != value: spin for a few microseconds (the usual case on an idle
- * machine), then sleep, so that a waiting thread gives its core to a thread that
- * was preempted (a busy machine, or torch's OpenMP threads still spinning). */
-static void tf_phys_await_change(_Atomic int *word, int value) {
-    double until = 0;
-    for (unsigned spins = 0; atomic_load(word) == value; spins++) {
-        if ((spins & 255) == 255) {
-            double now = tf_phys_now();
-            if (until == 0) until = now + TF_PHYS_SPIN_S;
-            else if (now > until) break;
-        }
-        tf_phys_cpu_relax();
-    }
-    if (atomic_load(word) == value) {
-        while (atomic_load(word) == value) tf_phys_sleep_on(word, value, 0);
-    }
-}
-
-/* Shared mode: take the next of the `units` units of `phase`, or -1 if none is left
- * (or the phase is over). The phase tag and the unit are one atomic word, and the
- * limit is the caller's own count for that phase, so a thread that is late for a
- * phase can never take a unit of it that does not exist. */
-static int64_t tf_phys_grab(tf_phys_control *c, int64_t phase, int64_t units) {
-    const int64_t tag = (phase & 0x7fffffff) << 32;
-    int64_t v = atomic_load(&c->claim);
-    for (;;) {
-        if ((v & ~(int64_t)0xffffffff) != tag) return -1;
-        int64_t unit = v & 0xffffffff;
-        if (unit >= units) return -1;
-        if (atomic_compare_exchange_weak(&c->claim, &v, v + 1)) return unit;
-    }
-}
-
-/* Shared mode: open `phase` (INT64_MAX: the run is over). Called
- * by the thread that finished the previous phase's last unit, so nobody else touches
- * the counters now; the release store of open_phase publishes them. */
-static void tf_phys_open_phase(tf_phys_control *c, int64_t phase) {
-    atomic_store(&c->phase_done, 0);
-    atomic_store(&c->claim, (phase & 0x7fffffff) << 32);
-    atomic_store(&c->open_phase, phase);
-    atomic_fetch_add(&c->open_seq, 1);
-    tf_phys_wake_all(&c->open_seq);
-}
-
-static void tf_phys_finish_one(tf_phys_control *c, int64_t count) {
-    if (count > 0 && atomic_fetch_sub(&c->remaining, count) == count) {
-        atomic_store(&c->finished, 1);
-        tf_phys_wake_all(&c->finished);
-    }
-}
-
-/* The last thread out frees the block the control lives in. */
-static void tf_phys_leave(tf_phys_control *c) {
-    if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1) free(c->base);
-}
-
-/* Steps completed by every system (an estimate in systems mode, exact at the end). */
-static int64_t tf_phys_min_done(tf_phys_control *c) {
-    int64_t m = INT64_MAX, sum = 0;
-    for (int t = 0; t < c->threads; t++) {
-        int64_t d = atomic_load_explicit(&c->done[t].steps, memory_order_relaxed);
-        if (d < m) m = d;
-        sum += d;
-    }
-    if (c->shared) return atomic_load(&c->steps_done);
-    (void)m;
-    return sum / (c->systems > 0 ? c->systems : 1);
-}
-
-/* Called by thread 0 only. On a stop request, shared mode ends with the step whose
- * update phase opens next; in systems mode each thread stops after its current step
- * and the systems nobody has taken yet are withdrawn. */
-static void tf_phys_report(tf_phys_control *c, int64_t stop_at, int force) {
-    if (!c->fn || c->interrupted) return;
-    double now = tf_phys_now();
-    if (!force && now < c->next_report) return;
-    c->next_report = now + TF_PHYS_REPORT_S;
-    if (c->fn(c->handle, tf_phys_min_done(c), c->steps) != 0) {
-        c->interrupted = 1;
-        atomic_store(&c->stop_requested, 1);
-        atomic_store(&c->stop_after, stop_at);
-        if (!c->shared) {
-            int64_t taken = atomic_exchange(&c->next_system, INT64_MAX / 2);
-            if (taken < c->systems) tf_phys_finish_one(c, c->systems - taken);
-        }
-    }
-}
-
+/* Threads, and whether they share the bodies of each system (few large systems) or
+ * take whole systems (many). */
 static tf_phys_plan tf_phys_make_plan(int64_t b, int64_t n, int64_t steps, int nthreads) {
-    tf_phys_plan p = {1, 0, (n + TF_PHYS_PAD - 1) / TF_PHYS_PAD};
-    if (nthreads > TF_PHYS_MAX_THREADS) nthreads = TF_PHYS_MAX_THREADS;
-    int64_t t = nthreads < 1 ? 1 : nthreads;
+    tf_phys_plan p = {1, 0};
     double work = (double)b * (double)n * (double)n * ((double)steps + 1.0);
-    if (work / TF_PHYS_MIN_WORK < (double)t) t = (int64_t)(work / TF_PHYS_MIN_WORK);
+    int64_t t = tf_rt_threads_for(work, TF_PHYS_MIN_WORK, nthreads);
     if (t <= 1) return p;
-    int shared_ok = p.blocks >= t && (double)n * (double)n / (double)t >= TF_PHYS_MIN_STEP_WORK;
+    int64_t blocks = (n + TF_PHYS_PAD - 1) / TF_PHYS_PAD;
+    int shared_ok = blocks >= t && (double)n * (double)n / (double)t >= TF_PHYS_MIN_STEP_WORK;
     if (b >= t && (b % t == 0 || b >= 4 * t || !shared_ok)) {
         p.threads = (int)t;
     } else if (shared_ok) {
@@ -263,6 +84,26 @@ static tf_phys_plan tf_phys_make_plan(int64_t b, int64_t n, int64_t steps, int n
     return p;
 }
 
+typedef struct {
+    _Atomic int64_t steps; /* system-steps completed by one thread (systems mode) */
+    char pad[64 - sizeof(int64_t)];
+} tf_phys_slot;
+
+/* Steps completed by every system, on average (systems mode progress). */
+static int64_t tf_phys_done_systems(tf_phys_slot *slots, int threads, int64_t b) {
+    int64_t sum = 0;
+    for (int t = 0; t < threads; t++) sum += atomic_load_explicit(&slots[t].steps, memory_order_relaxed);
+    return sum / (b > 0 ? b : 1);
+}
+
+/* The SIMD level the force kernels of elements of `size` bytes run at. */
+static int tf_phys_level(size_t size) {
+    (void)size;
+    return tf_simd_level();
+}
+
+int tf_physics_simd(void) { return tf_phys_level(sizeof(float)); }
+
 static void *tf_phys_alloc(size_t bytes) {
     size_t rounded = (bytes + 63) / 64 * 64;
     return aligned_alloc(64, rounded ? rounded : 64);
@@ -270,75 +111,25 @@ static void *tf_phys_alloc(size_t bytes) {
 
 static void tf_phys_free(void *p) { free(p); }
 
-/* Start up to plan->threads - 1 detached threads on `jobs` (thread t gets jobs +
- * t * job_size; the plan is updated if fewer could be started), run job 0 here, then
- * wait for the work (not the threads) to finish, reporting progress. Returns
- * TF_EINTERRUPTED if the callback asked to stop. The control is left (and maybe
- * freed) before returning; its results are copied out first. */
-static int tf_phys_run(tf_phys_control *c, tf_phys_plan *plan, void *(*thread_fn)(void *), void *jobs,
-                       size_t job_size, int64_t *stopped_at) {
-    pthread_attr_t attr;
-    int have_attr = plan->threads > 1 && pthread_attr_init(&attr) == 0 &&
-                    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0;
-    int started = 1;
-    atomic_init(&c->go, 0);
-    for (int t = 1; have_attr && t < plan->threads; t++) {
-        pthread_t tid;
-        if (pthread_create(&tid, &attr, thread_fn, (char *)jobs + (size_t)t * job_size) != 0) break;
-        started++;
-    }
-    if (have_attr) pthread_attr_destroy(&attr);
-    if (started < plan->threads) {
-        plan->threads = started;
-        if (started == 1) plan->shared = 0;
-    }
-    c->shared = plan->shared;
-    c->threads = plan->threads;
-    atomic_init(&c->refs, plan->threads);
-    atomic_init(&c->next_system, 0);
-    atomic_init(&c->remaining, c->shared ? 0 : c->systems);
-    atomic_init(&c->finished, c->shared);
-    atomic_init(&c->stop_after, -1);
-    atomic_init(&c->stop_requested, 0);
-    atomic_init(&c->steps_done, 0);
-    atomic_init(&c->open_seq, 0);
-    atomic_init(&c->phase_done, 0);
-    atomic_init(&c->claim, 0);
-    atomic_init(&c->open_phase, 0);
-    for (int t = 0; t < plan->threads; t++) atomic_init(&c->done[t].steps, 0);
-    c->interrupted = 0;
-    c->next_report = tf_phys_now() + TF_PHYS_REPORT_S;
-
-    atomic_store(&c->go, 1);
-    if (started > 1) tf_phys_wake_all(&c->go);
-    thread_fn(jobs); /* job 0 (shared mode: returns when the last phase is done) */
-    while (!atomic_load(&c->finished)) { /* systems mode: others finish their systems */
-        if (c->fn) {
-            tf_phys_sleep_on(&c->finished, 0, TF_PHYS_REPORT_S);
-            tf_phys_report(c, 0, 0);
-        } else {
-            tf_phys_await_change(&c->finished, 0);
-        }
-    }
-    *stopped_at = tf_phys_min_done(c);
-    int interrupted = c->interrupted;
-    if (c->fn && !interrupted) c->fn(c->handle, c->steps, c->steps); /* the bar ends full */
-    tf_phys_leave(c);
-    return interrupted ? TF_EINTERRUPTED : TF_OK;
-}
-
 /* ======================================================================== */
 /* Potential energy (double precision, all element types)                   */
 /* ======================================================================== */
+
+typedef double (*tf_phys_pot_row_fn)(const double *x, const double *y, const double *z, const double *m,
+                                     int64_t n, int64_t i, double eps2);
 
 typedef struct {
     const double *soa; /* per system: x | y | z | m, each n long */
     int64_t n, rows;
     double eps2;
     double *partial;
+    tf_phys_pot_row_fn row;
 } tf_phys_pot;
 
-/* m_i * sum_{j > i} m_j / sqrt(r_ij^2 + eps^2). */
+static tf_phys_pot_row_fn tf_phys_pick_pot_row(void);
+
+/* m_i * sum_{j > i} m_j / sqrt(r_ij^2 + eps^2); a pair with r^2 + eps^2 = 0 (two
+ * bodies at the same place, no softening) is left out, as it is from the forces. */
 static double tf_phys_pot_row(const double *x, const double *y, const double *z, const double *m,
                               int64_t n, int64_t i, double eps2) {
     const double xi = x[i], yi = y[i], zi = z[i];
@@ -347,12 +138,14 @@ static double tf_phys_pot_row(const double *x, const double *y, const double *z,
     for (; j + 4 <= n; j += 4) {
         for (int k = 0; k < 4; k++) {
             double dx = x[j + k] - xi, dy = y[j + k] - yi, dz = z[j + k] - zi;
-            acc[k] += m[j + k] / sqrt(dx * dx + dy * dy + dz * dz + eps2);
+            double r2 = dx * dx + dy * dy + dz * dz + eps2;
+            acc[k] += r2 == 0 ? 0.0 : m[j + k] / sqrt(r2);
         }
     }
     for (; j < n; j++) {
         double dx = x[j] - xi, dy = y[j] - yi, dz = z[j] - zi;
-        acc[0] += m[j] / sqrt(dx * dx + dy * dy + dz * dz + eps2);
+        double r2 = dx * dx + dy * dy + dz * dz + eps2;
+        acc[0] += r2 == 0 ? 0.0 : m[j] / sqrt(r2);
     }
     return m[i] * ((acc[0] + acc[1]) + (acc[2] + acc[3]));
 }
@@ -364,15 +157,15 @@ static int tf_phys_pot_range(void *arg, int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; item++) {
         const int64_t s = item / p->rows, r = item % p->rows;
         const double *x = p->soa + s * 4 * n, *y = x + n, *z = y + n, *m = z + n;
-        double v = tf_phys_pot_row(x, y, z, m, n, r, p->eps2);
-        if (n - 1 - r != r) v += tf_phys_pot_row(x, y, z, m, n, n - 1 - r, p->eps2);
+        double v = p->row(x, y, z, m, n, r, p->eps2);
+        if (n - 1 - r != r) v += p->row(x, y, z, m, n, n - 1 - r, p->eps2);
         p->partial[item] = v;
     }
     return TF_OK;
 }
 
 static int tf_phys_potential(const double *soa, int64_t b, int64_t n, double eps2, int nthreads, double *out) {
-    tf_phys_pot p = {soa, n, (n + 1) / 2, eps2, NULL};
+    tf_phys_pot p = {soa, n, (n + 1) / 2, eps2, NULL, tf_phys_pick_pot_row()};
     p.partial = malloc((size_t)(b * p.rows) * sizeof(double));
     if (!p.partial) return TF_ENOMEM;
     int64_t min_items = 200000 / (n > 0 ? n : 1);
@@ -392,6 +185,10 @@ static int tf_phys_potential(const double *soa, int64_t b, int64_t n, double eps
 
 #if TF_PHYS_X86
 
+#define K_CAT2(a, b) a##b
+#define K_CAT(a, b) K_CAT2(a, b)
+
+/* The macros every instantiation undefines afterwards. */
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
 #else
@@ -441,17 +238,31 @@ static inline double tf_phys_hsum_avx2_pd(__m256d v) {
     return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
 }
 
-static inline __m256 tf_phys_zero_lane_avx2_ps(__m256 v, int lane) {
-    __m256i hit = _mm256_cmpeq_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(lane));
-    return _mm256_andnot_ps(_mm256_castsi256_ps(hit), v);
-}
-
-static inline __m256d tf_phys_zero_lane_avx2_pd(__m256d v, int lane) {
-    __m256i hit = _mm256_cmpeq_epi64(_mm256_setr_epi64x(0, 1, 2, 3), _mm256_set1_epi64x(lane));
-    return _mm256_andnot_pd(_mm256_castsi256_pd(hit), v);
+/* The potential's row sum (see tf_phys_pot_row), four pairs at a time. */
+static double tf_phys_pot_row_avx2(const double *x, const double *y, const double *z, const double *m, int64_t n,
+                                   int64_t i, double eps2) {
+    const __m256d xi = _mm256_set1_pd(x[i]), yi = _mm256_set1_pd(y[i]), zi = _mm256_set1_pd(z[i]);
+    const __m256d veps2 = _mm256_set1_pd(eps2), zero = _mm256_setzero_pd();
+    __m256d acc = zero;
+    int64_t j = i + 1;
+    for (; j + 4 <= n; j += 4) {
+        __m256d dx = _mm256_sub_pd(_mm256_loadu_pd(x + j), xi), dy = _mm256_sub_pd(_mm256_loadu_pd(y + j), yi);
+        __m256d dz = _mm256_sub_pd(_mm256_loadu_pd(z + j), zi);
+        __m256d r2 = _mm256_fmadd_pd(dz, dz, _mm256_fmadd_pd(dy, dy, _mm256_fmadd_pd(dx, dx, veps2)));
+        __m256d q = _mm256_div_pd(_mm256_loadu_pd(m + j), _mm256_sqrt_pd(r2));
+        acc = _mm256_add_pd(acc, _mm256_and_pd(q, _mm256_cmp_pd(r2, zero, _CMP_NEQ_UQ)));
+    }
+    double s = tf_phys_hsum_avx2_pd(acc);
+    for (; j < n; j++) {
+        double dx = x[j] - x[i], dy = y[j] - y[i], dz = z[j] - z[i];
+        double r2 = dx * dx + dy * dy + dz * dz + eps2;
+        s += r2 == 0 ? 0.0 : m[j] / sqrt(r2);
+    }
+    return m[i] * s;
 }
 
 #define K_NAME tf_phys_force_avx2_f32
+#define K_SYM_NAME tf_phys_rows_avx2_f32
 #define K_REAL float
 #define K_VEC __m256
 #define K_W 8
@@ -460,38 +271,23 @@ static inline __m256d tf_phys_zero_lane_avx2_pd(__m256d v, int lane) {
 #define K_LOAD(p) _mm256_load_ps(p)
 #define K_STORE(p, v) _mm256_store_ps((p), (v))
 #define K_SUB(a, b) _mm256_sub_ps((a), (b))
+#define K_ADD(a, b) _mm256_add_ps((a), (b))
 #define K_MUL(a, b) _mm256_mul_ps((a), (b))
 #define K_FMADD(a, b, c) _mm256_fmadd_ps((a), (b), (c))
-#define K_INV3(r2, m) tf_phys_inv3_avx2_ps((r2), (m))
-#define K_ACC_SCALE 0.125f
-#define K_ZERO_LANE(v, l) tf_phys_zero_lane_avx2_ps((v), (l))
-#define K_SYM_NAME tf_phys_rows_avx2_f32
 #define K_FNMADD(a, b, c) _mm256_fnmadd_ps((a), (b), (c))
+#define K_INV3(r2, m) tf_phys_inv3_avx2_ps((r2), (m))
 #define K_RCUBE(r2) tf_phys_rcube_avx2_ps(r2)
+#define K_ACC_SCALE 0.125f
+#define K_KEEP_NONZERO(v, d2) _mm256_and_ps((v), _mm256_cmp_ps((d2), _mm256_setzero_ps(), _CMP_NEQ_UQ))
 #define K_TRI_MASK(f, jb, row, n) tf_phys_tri_mask_avx2_ps((f), (jb), (row), (n))
 #define K_HSUM(v) tf_phys_hsum_avx2_ps(v)
+#define K_ROW_PAIRS 0
+#define K_I_VECS 1
 #include "physics_simd.h"
-#undef K_NAME
-#undef K_REAL
-#undef K_VEC
-#undef K_W
-#undef K_SET1
-#undef K_ZERO
-#undef K_LOAD
-#undef K_STORE
-#undef K_SUB
-#undef K_MUL
-#undef K_FMADD
-#undef K_INV3
-#undef K_ACC_SCALE
-#undef K_ZERO_LANE
-#undef K_SYM_NAME
-#undef K_FNMADD
-#undef K_RCUBE
-#undef K_TRI_MASK
-#undef K_HSUM
+#include "physics_kundef.h"
 
 #define K_NAME tf_phys_force_avx2_f64
+#define K_SYM_NAME tf_phys_rows_avx2_f64
 #define K_REAL double
 #define K_VEC __m256d
 #define K_W 4
@@ -500,36 +296,20 @@ static inline __m256d tf_phys_zero_lane_avx2_pd(__m256d v, int lane) {
 #define K_LOAD(p) _mm256_load_pd(p)
 #define K_STORE(p, v) _mm256_store_pd((p), (v))
 #define K_SUB(a, b) _mm256_sub_pd((a), (b))
+#define K_ADD(a, b) _mm256_add_pd((a), (b))
 #define K_MUL(a, b) _mm256_mul_pd((a), (b))
 #define K_FMADD(a, b, c) _mm256_fmadd_pd((a), (b), (c))
-#define K_INV3(r2, m) _mm256_div_pd((m), _mm256_mul_pd((r2), _mm256_sqrt_pd(r2)))
-#define K_ACC_SCALE 1.0
-#define K_ZERO_LANE(v, l) tf_phys_zero_lane_avx2_pd((v), (l))
-#define K_SYM_NAME tf_phys_rows_avx2_f64
 #define K_FNMADD(a, b, c) _mm256_fnmadd_pd((a), (b), (c))
+#define K_INV3(r2, m) _mm256_div_pd((m), _mm256_mul_pd((r2), _mm256_sqrt_pd(r2)))
 #define K_RCUBE(r2) _mm256_div_pd(_mm256_set1_pd(1.0), _mm256_mul_pd((r2), _mm256_sqrt_pd(r2)))
+#define K_ACC_SCALE 1.0
+#define K_KEEP_NONZERO(v, d2) _mm256_and_pd((v), _mm256_cmp_pd((d2), _mm256_setzero_pd(), _CMP_NEQ_UQ))
 #define K_TRI_MASK(f, jb, row, n) tf_phys_tri_mask_avx2_pd((f), (jb), (row), (n))
 #define K_HSUM(v) tf_phys_hsum_avx2_pd(v)
+#define K_ROW_PAIRS 0
+#define K_I_VECS 1
 #include "physics_simd.h"
-#undef K_NAME
-#undef K_REAL
-#undef K_VEC
-#undef K_W
-#undef K_SET1
-#undef K_ZERO
-#undef K_LOAD
-#undef K_STORE
-#undef K_SUB
-#undef K_MUL
-#undef K_FMADD
-#undef K_INV3
-#undef K_ACC_SCALE
-#undef K_ZERO_LANE
-#undef K_SYM_NAME
-#undef K_FNMADD
-#undef K_RCUBE
-#undef K_TRI_MASK
-#undef K_HSUM
+#include "physics_kundef.h"
 
 #if defined(__clang__)
 #pragma clang attribute pop
@@ -567,7 +347,25 @@ static inline __m512d tf_phys_tri_mask_avx512_pd(__m512d f, int64_t jb, int64_t 
     return _mm512_maskz_mov_pd(ok, f);
 }
 
+static double tf_phys_pot_row_avx512(const double *x, const double *y, const double *z, const double *m,
+                                     int64_t n, int64_t i, double eps2) {
+    const __m512d xi = _mm512_set1_pd(x[i]), yi = _mm512_set1_pd(y[i]), zi = _mm512_set1_pd(z[i]);
+    const __m512d veps2 = _mm512_set1_pd(eps2), zero = _mm512_setzero_pd();
+    __m512d acc = zero;
+    for (int64_t j = i + 1; j < n; j += 8) {
+        const __mmask8 live = n - j >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - j)) - 1);
+        __m512d dx = _mm512_sub_pd(_mm512_maskz_loadu_pd(live, x + j), xi);
+        __m512d dy = _mm512_sub_pd(_mm512_maskz_loadu_pd(live, y + j), yi);
+        __m512d dz = _mm512_sub_pd(_mm512_maskz_loadu_pd(live, z + j), zi);
+        __m512d r2 = _mm512_fmadd_pd(dz, dz, _mm512_fmadd_pd(dy, dy, _mm512_fmadd_pd(dx, dx, veps2)));
+        __m512d q = _mm512_div_pd(_mm512_maskz_loadu_pd(live, m + j), _mm512_sqrt_pd(r2));
+        acc = _mm512_mask_add_pd(acc, live & _mm512_cmp_pd_mask(r2, zero, _CMP_NEQ_UQ), acc, q);
+    }
+    return m[i] * _mm512_reduce_add_pd(acc);
+}
+
 #define K_NAME tf_phys_force_avx512_f32
+#define K_SYM_NAME tf_phys_rows_avx512_f32
 #define K_REAL float
 #define K_VEC __m512
 #define K_W 16
@@ -576,38 +374,23 @@ static inline __m512d tf_phys_tri_mask_avx512_pd(__m512d f, int64_t jb, int64_t 
 #define K_LOAD(p) _mm512_load_ps(p)
 #define K_STORE(p, v) _mm512_store_ps((p), (v))
 #define K_SUB(a, b) _mm512_sub_ps((a), (b))
+#define K_ADD(a, b) _mm512_add_ps((a), (b))
 #define K_MUL(a, b) _mm512_mul_ps((a), (b))
 #define K_FMADD(a, b, c) _mm512_fmadd_ps((a), (b), (c))
-#define K_INV3(r2, m) tf_phys_inv3_avx512_ps((r2), (m))
-#define K_ACC_SCALE 0.125f
-#define K_ZERO_LANE(v, l) _mm512_maskz_mov_ps((__mmask16)~(1u << (l)), (v))
-#define K_SYM_NAME tf_phys_rows_avx512_f32
 #define K_FNMADD(a, b, c) _mm512_fnmadd_ps((a), (b), (c))
+#define K_INV3(r2, m) tf_phys_inv3_avx512_ps((r2), (m))
 #define K_RCUBE(r2) tf_phys_rcube_avx512_ps(r2)
+#define K_ACC_SCALE 0.125f
+#define K_KEEP_NONZERO(v, d2) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask((d2), _mm512_setzero_ps(), _CMP_NEQ_UQ), (v))
 #define K_TRI_MASK(f, jb, row, n) tf_phys_tri_mask_avx512_ps((f), (jb), (row), (n))
 #define K_HSUM(v) _mm512_reduce_add_ps(v)
+#define K_ROW_PAIRS 1
+#define K_I_VECS 2
 #include "physics_simd.h"
-#undef K_NAME
-#undef K_REAL
-#undef K_VEC
-#undef K_W
-#undef K_SET1
-#undef K_ZERO
-#undef K_LOAD
-#undef K_STORE
-#undef K_SUB
-#undef K_MUL
-#undef K_FMADD
-#undef K_INV3
-#undef K_ACC_SCALE
-#undef K_ZERO_LANE
-#undef K_SYM_NAME
-#undef K_FNMADD
-#undef K_RCUBE
-#undef K_TRI_MASK
-#undef K_HSUM
+#include "physics_kundef.h"
 
 #define K_NAME tf_phys_force_avx512_f64
+#define K_SYM_NAME tf_phys_rows_avx512_f64
 #define K_REAL double
 #define K_VEC __m512d
 #define K_W 8
@@ -616,36 +399,20 @@ static inline __m512d tf_phys_tri_mask_avx512_pd(__m512d f, int64_t jb, int64_t 
 #define K_LOAD(p) _mm512_load_pd(p)
 #define K_STORE(p, v) _mm512_store_pd((p), (v))
 #define K_SUB(a, b) _mm512_sub_pd((a), (b))
+#define K_ADD(a, b) _mm512_add_pd((a), (b))
 #define K_MUL(a, b) _mm512_mul_pd((a), (b))
 #define K_FMADD(a, b, c) _mm512_fmadd_pd((a), (b), (c))
-#define K_INV3(r2, m) _mm512_div_pd((m), _mm512_mul_pd((r2), _mm512_sqrt_pd(r2)))
-#define K_ACC_SCALE 1.0
-#define K_ZERO_LANE(v, l) _mm512_maskz_mov_pd((__mmask8)~(1u << (l)), (v))
-#define K_SYM_NAME tf_phys_rows_avx512_f64
 #define K_FNMADD(a, b, c) _mm512_fnmadd_pd((a), (b), (c))
+#define K_INV3(r2, m) _mm512_div_pd((m), _mm512_mul_pd((r2), _mm512_sqrt_pd(r2)))
 #define K_RCUBE(r2) _mm512_div_pd(_mm512_set1_pd(1.0), _mm512_mul_pd((r2), _mm512_sqrt_pd(r2)))
+#define K_ACC_SCALE 1.0
+#define K_KEEP_NONZERO(v, d2) _mm512_maskz_mov_pd(_mm512_cmp_pd_mask((d2), _mm512_setzero_pd(), _CMP_NEQ_UQ), (v))
 #define K_TRI_MASK(f, jb, row, n) tf_phys_tri_mask_avx512_pd((f), (jb), (row), (n))
 #define K_HSUM(v) _mm512_reduce_add_pd(v)
+#define K_ROW_PAIRS 1
+#define K_I_VECS 2
 #include "physics_simd.h"
-#undef K_NAME
-#undef K_REAL
-#undef K_VEC
-#undef K_W
-#undef K_SET1
-#undef K_ZERO
-#undef K_LOAD
-#undef K_STORE
-#undef K_SUB
-#undef K_MUL
-#undef K_FMADD
-#undef K_INV3
-#undef K_ACC_SCALE
-#undef K_ZERO_LANE
-#undef K_SYM_NAME
-#undef K_FNMADD
-#undef K_RCUBE
-#undef K_TRI_MASK
-#undef K_HSUM
+#include "physics_kundef.h"
 
 #if defined(__clang__)
 #pragma clang attribute pop
@@ -654,6 +421,17 @@ static inline __m512d tf_phys_tri_mask_avx512_pd(__m512d f, int64_t jb, int64_t 
 #endif
 
 #endif /* TF_PHYS_X86 */
+
+static tf_phys_pot_row_fn tf_phys_pick_pot_row(void) {
+#if TF_PHYS_X86
+    switch (tf_phys_level(sizeof(double))) {
+    case TF_SIMD_AVX512: return tf_phys_pot_row_avx512;
+    case TF_SIMD_AVX2: return tf_phys_pot_row_avx2;
+    default: break;
+    }
+#endif
+    return tf_phys_pot_row;
+}
 
 /* ======================================================================== */
 /* The entry points, once per element type                                  */

@@ -11,7 +11,9 @@ typedef void (*P(tf_phys_force_fn))(const P_REAL *x, const P_REAL *y, const P_RE
                                       const P_REAL *gm, int64_t n, int64_t i0, int64_t i1,
                                       P_REAL eps2, P_REAL *ax, P_REAL *ay, P_REAL *az);
 
-/* Portable force kernel (also the reference for the vectorised ones). */
+/* Portable force kernel (also the reference for the vectorised ones). A pair at
+ * exactly zero distance (the body itself, or two bodies at the same place) adds
+ * nothing: with softening its term is 0 anyway; without, it would be inf * 0. */
 static void P(tf_phys_force_scalar)(const P_REAL *x, const P_REAL *y, const P_REAL *z,
                                     const P_REAL *gm, int64_t n, int64_t i0, int64_t i1,
                                     P_REAL eps2, P_REAL *ax, P_REAL *ay, P_REAL *az) {
@@ -20,9 +22,10 @@ static void P(tf_phys_force_scalar)(const P_REAL *x, const P_REAL *y, const P_RE
         const P_REAL xi = x[i], yi = y[i], zi = z[i];
         P_REAL sx = 0, sy = 0, sz = 0;
         for (int64_t j = 0; j < n; j++) {
-            if (j == i) continue;
             P_REAL dx = x[j] - xi, dy = y[j] - yi, dz = z[j] - zi;
-            P_REAL r2 = dx * dx + dy * dy + dz * dz + eps2;
+            P_REAL d2 = dx * dx + dy * dy + dz * dz;
+            if (d2 == 0) continue;
+            P_REAL r2 = d2 + eps2;
             P_REAL s = gm[j] / (r2 * P_SQRT(r2));
             sx += s * dx;
             sy += s * dy;
@@ -36,167 +39,151 @@ static void P(tf_phys_force_scalar)(const P_REAL *x, const P_REAL *y, const P_RE
 
 /* The kernels of one SIMD level: `pairs` computes each body's sum over all others
  * (any range of bodies, complete sums); `rows` each pair once (see physics_simd.h),
- * into per-thread buffers summed afterwards and scaled by rows_scale. */
+ * into buffers summed afterwards and scaled by rows_scale. */
 typedef struct {
     P(tf_phys_force_fn) pairs, rows;
     P_REAL rows_scale;
 } P(tf_phys_kernels);
 
-static P(tf_phys_kernels) P(tf_phys_pick_kernels)(void) {
+/* eps^2 below which the guarded kernels run (the unguarded ones rely on the self
+ * term's weight m eps^-3 being finite: see physics_simd.h). */
+#define P_GUARD_EPS2 (sizeof(P_REAL) == sizeof(float) ? (P_REAL)1e-18 : (P_REAL)1e-200)
+
+static P(tf_phys_kernels) P(tf_phys_pick_kernels)(int guarded) {
     P(tf_phys_kernels) k = {P(tf_phys_force_scalar), NULL, 1};
 #if TF_PHYS_X86
-    int level = tf_simd_level();
     const P_REAL scale = sizeof(P_REAL) == sizeof(float) ? (P_REAL)0.125 : (P_REAL)1;
-    if (level >= TF_SIMD_AVX512) k = (P(tf_phys_kernels)){P(tf_phys_force_avx512), P(tf_phys_rows_avx512), scale};
-    else if (level >= TF_SIMD_AVX2) k = (P(tf_phys_kernels)){P(tf_phys_force_avx2), P(tf_phys_rows_avx2), scale};
+    switch (tf_phys_level(sizeof(P_REAL))) {
+    case TF_SIMD_AVX512:
+        k = guarded ? (P(tf_phys_kernels)){P_CAT(P(tf_phys_force_avx512), guarded), P_CAT(P(tf_phys_rows_avx512), guarded), scale}
+                    : (P(tf_phys_kernels)){P(tf_phys_force_avx512), P(tf_phys_rows_avx512), scale};
+        break;
+    case TF_SIMD_AVX2:
+        k = guarded ? (P(tf_phys_kernels)){P_CAT(P(tf_phys_force_avx2), guarded), P_CAT(P(tf_phys_rows_avx2), guarded), scale}
+                    : (P(tf_phys_kernels)){P(tf_phys_force_avx2), P(tf_phys_rows_avx2), scale};
+        break;
+    default: break;
+    }
+#else
+    (void)guarded;
 #endif
     return k;
 }
 
-/* One call's shared state. Per system s, soa[k] holds x | y | z (each npad long) at
- * s * 3 * npad, acc holds ax | ay | az likewise, and gm holds G m at s * npad. The
- * row kernel adds into buffers of 3 * npad: one per thread in systems mode, one per
- * (system, chunk of rows) in shared mode. */
+/* One call's shared state. Per system s: xs (positions, SoA: x | y | z, each npad
+ * long), acc (accelerations) and vh (leapfrog's half-step velocities) at s * 3 *
+ * npad, gm (G m) at s * npad. The row kernel adds into buffers of 3 * npad: one per
+ * thread in systems mode, one per (system, chunk of rows) in shared mode.
+ *
+ * The state lives in this scratch during a step; the caller's pos and vel are written
+ * once per step, when the step is complete. So at any moment they hold the state after
+ * a whole number of steps: what a progress callback sees, and what is left when a run
+ * stops. */
 typedef struct {
-    tf_phys_control ctl;
     P_REAL *pos, *vel, *traj;
     const P_REAL *mass;
-    int64_t n, npad, frames, steps, rec, systems;
-    int leapfrog;
+    int64_t b, n, npad, frames, steps, rec;
+    int leapfrog, use_rows, shared, threads;
     P_REAL dt, half_dt, eps2, G;
-    P_REAL *soa[2], *acc, *gm, *bufs;
+    P_REAL *xs, *acc, *vh, *gm, *bufs;
     P(tf_phys_kernels) k;
-    int use_rows;
-    /* shared mode: bodies in blocks of `blk` (nblk of them), forces in nforce units:
-     * chunks of rows with equal numbers of pairs (row kernel) or body blocks */
-    int64_t blk, nblk, nforce;
-    int stage_last; /* the update phase now open ends the run (written by its opener) */
+    /* shared mode: force units are chunks of rows with equal numbers of pairs (row
+     * kernel) or blocks of blk bodies; nforce of them per system */
+    int64_t blk, nforce;
+    int64_t steps_done; /* shared mode (the caller's) */
+    tf_phys_slot *slots; /* systems mode: system-steps done, per thread */
+    tf_rt *rt;
 } P(tf_phys_ctx);
 
-typedef struct {
-    P(tf_phys_ctx) *ctx;
-    int tid;
-} P(tf_phys_job);
-
-/* Positions of bodies [i0, i1) of system s into buffer `which` (and the pad lanes,
- * with the last body). */
-static void P(tf_phys_scatter)(P(tf_phys_ctx) *c, int which, int64_t s, int64_t i0, int64_t i1) {
-    P_REAL *x = c->soa[which] + s * 3 * c->npad, *y = x + c->npad, *z = y + c->npad;
-    const P_REAL *p = c->pos + s * c->n * 3;
-    for (int64_t i = i0; i < i1; i++) {
+/* G m and positions (SoA, pad lanes 0) of system s. */
+static void P(tf_phys_init)(P(tf_phys_ctx) *c, int64_t s) {
+    const int64_t n = c->n, np = c->npad;
+    const P_REAL *m = c->mass + s * n, *p = c->pos + s * n * 3;
+    P_REAL *gm = c->gm + s * np, *x = c->xs + s * 3 * np, *y = x + np, *z = y + np;
+    for (int64_t i = 0; i < n; i++) {
+        gm[i] = c->G * m[i];
         x[i] = p[3 * i];
         y[i] = p[3 * i + 1];
         z[i] = p[3 * i + 2];
     }
-    if (i1 == c->n)
-        for (int64_t i = c->n; i < c->npad; i++) x[i] = y[i] = z[i] = 0;
+    for (int64_t i = n; i < np; i++) gm[i] = x[i] = y[i] = z[i] = 0;
 }
 
-/* G m of bodies [i0, i1) of system s, and their positions into buffer 0. */
-static void P(tf_phys_init)(P(tf_phys_ctx) *c, int64_t s, int64_t i0, int64_t i1) {
-    const P_REAL *m = c->mass + s * c->n;
-    P_REAL *gm = c->gm + s * c->npad;
-    for (int64_t i = i0; i < i1; i++) gm[i] = c->G * m[i];
-    if (i1 == c->n)
-        for (int64_t i = c->n; i < c->npad; i++) gm[i] = 0;
-    P(tf_phys_scatter)(c, 0, s, i0, i1);
+/* Leapfrog's first half: vh = v + a dt/2, x += vh dt (scratch only). */
+static void P(tf_phys_kick_drift)(P(tf_phys_ctx) *c, int64_t s) {
+    const int64_t n = c->n, np = c->npad;
+    const P_REAL *v = c->vel + s * n * 3, *a = c->acc + s * 3 * np, h = c->half_dt, dt = c->dt;
+    P_REAL *vh = c->vh + s * 3 * np, *x = c->xs + s * 3 * np;
+    for (int k = 0; k < 3; k++)
+        for (int64_t i = 0; i < n; i++) {
+            vh[k * np + i] = v[3 * i + k] + a[k * np + i] * h;
+            x[k * np + i] += vh[k * np + i] * dt;
+        }
 }
 
-/* Velocities += a * kick; if drift != 0, positions += v * drift, also into buffer `next`. */
-static void P(tf_phys_update)(P(tf_phys_ctx) *c, int64_t s, int64_t i0, int64_t i1, P_REAL kick,
-                              int drift, int next) {
-    const P_REAL *ax = c->acc + s * 3 * c->npad, *ay = ax + c->npad, *az = ay + c->npad;
-    P_REAL *p = c->pos + s * c->n * 3, *v = c->vel + s * c->n * 3;
-    for (int64_t i = i0; i < i1; i++) {
-        v[3 * i] += ax[i] * kick;
-        v[3 * i + 1] += ay[i] * kick;
-        v[3 * i + 2] += az[i] * kick;
-    }
-    if (!drift) return;
-    const P_REAL dt = c->dt;
-    for (int64_t i = i0; i < i1; i++) {
-        p[3 * i] += v[3 * i] * dt;
-        p[3 * i + 1] += v[3 * i + 1] * dt;
-        p[3 * i + 2] += v[3 * i + 2] * dt;
-    }
-    if (next >= 0) P(tf_phys_scatter)(c, next, s, i0, i1);
-}
-
-static void P(tf_phys_record)(P(tf_phys_ctx) *c, int64_t s, int64_t frame, int64_t i0, int64_t i1) {
-    const int64_t n = c->n;
-    memcpy(c->traj + ((s * c->frames + frame) * n + i0) * 3, c->pos + (s * n + i0) * 3,
-           (size_t)(i1 - i0) * 3 * sizeof(P_REAL));
-}
-
-/* The update that ends step k (k = -1: leapfrog's first half kick and drift) for
- * bodies [i0, i1) of system s, whose accelerations are in acc. */
-static void P(tf_phys_end_step)(P(tf_phys_ctx) *c, int64_t s, int64_t k, int last, int cur, int64_t i0, int64_t i1) {
-    const int64_t rec = c->rec;
-    if (k < 0) {
-        P(tf_phys_update)(c, s, i0, i1, c->half_dt, 1, 1);
-        return;
-    }
-    const int record = rec > 0 && (k + 1) % rec == 0;
+/* The end of step `step` of system s: the caller's pos and vel get the new state. */
+static void P(tf_phys_end_step)(P(tf_phys_ctx) *c, int64_t s, int64_t step) {
+    const int64_t n = c->n, np = c->npad;
+    const P_REAL *a = c->acc + s * 3 * np;
+    P_REAL *x = c->xs + s * 3 * np, *p = c->pos + s * n * 3, *v = c->vel + s * n * 3;
     if (c->leapfrog) {
-        if (record) P(tf_phys_record)(c, s, (k + 1) / rec - 1, i0, i1);
-        if (last) P(tf_phys_update)(c, s, i0, i1, c->half_dt, 0, -1);
-        else P(tf_phys_update)(c, s, i0, i1, c->dt, 1, cur ^ 1);
+        const P_REAL *vh = c->vh + s * 3 * np, h = c->half_dt;
+        for (int k = 0; k < 3; k++)
+            for (int64_t i = 0; i < n; i++) {
+                v[3 * i + k] = vh[k * np + i] + a[k * np + i] * h;
+                p[3 * i + k] = x[k * np + i];
+            }
     } else {
-        P(tf_phys_update)(c, s, i0, i1, c->dt, 1, last ? -1 : cur ^ 1);
-        if (record) P(tf_phys_record)(c, s, (k + 1) / rec - 1, i0, i1);
+        const P_REAL dt = c->dt;
+        for (int k = 0; k < 3; k++)
+            for (int64_t i = 0; i < n; i++) {
+                P_REAL vn = v[3 * i + k] + a[k * np + i] * dt;
+                v[3 * i + k] = vn;
+                x[k * np + i] += vn * dt;
+                p[3 * i + k] = x[k * np + i];
+            }
     }
+    if (c->rec > 0 && (step + 1) % c->rec == 0)
+        memcpy(c->traj + (s * c->frames + (step + 1) / c->rec - 1) * n * 3, p, (size_t)(n * 3) * sizeof(P_REAL));
 }
 
 /* ---- systems mode: one thread runs one system from start to end ------------ */
 
-/* All steps of system s on this thread (its row-kernel buffer is bufs[tid]). Leapfrog
- * is run as half kick, drift, then (force, full kick, drift) per step with the last
- * kick halved, so each step costs one force evaluation and the state is synchronised
- * at the end. Returns 1 if stopped early. */
-static int P(tf_phys_run_system)(P(tf_phys_ctx) *c, int tid, int64_t s) {
-    tf_phys_control *ctl = &c->ctl;
+/* Forces of system s, all bodies, on one thread (buf: its row-kernel buffer). */
+static void P(tf_phys_forces)(P(tf_phys_ctx) *c, int64_t s, P_REAL *buf) {
     const int64_t n = c->n, np = c->npad;
-    P_REAL *a = c->acc + s * 3 * np, *buf = c->bufs + (int64_t)tid * 3 * np;
-    P(tf_phys_init)(c, s, 0, n);
-    int cur = 0;
-    for (int64_t k = c->leapfrog ? -1 : 0; k < c->steps; k++) {
-        int last = 0, stopping = 0;
-        if (k >= 0) {
-            if (tid == 0) tf_phys_report(ctl, k, 0);
-            stopping = atomic_load_explicit(&ctl->stop_after, memory_order_acquire) >= 0;
-            last = k == c->steps - 1 || stopping;
-        }
-        const P_REAL *x = c->soa[cur] + s * 3 * np;
-        if (c->use_rows) {
-            memset(buf, 0, (size_t)(3 * np) * sizeof(P_REAL));
-            c->k.rows(x, x + np, x + 2 * np, c->gm + s * np, n, 0, n, c->eps2, buf, buf + np, buf + 2 * np);
-            for (int64_t i = 0; i < 3 * np; i++) a[i] = buf[i] * c->k.rows_scale;
-        } else {
-            c->k.pairs(x, x + np, x + 2 * np, c->gm + s * np, n, 0, n, c->eps2, a, a + np, a + 2 * np);
-        }
-        P(tf_phys_end_step)(c, s, k, last, cur, 0, n);
-        cur ^= 1;
-        if (k >= 0) {
-            _Atomic int64_t *slot = &ctl->done[tid].steps;
-            atomic_store_explicit(slot, atomic_load_explicit(slot, memory_order_relaxed) + 1, memory_order_relaxed);
-        }
-        if (last) return stopping;
+    const P_REAL *x = c->xs + s * 3 * np;
+    P_REAL *a = c->acc + s * 3 * np;
+    if (c->use_rows) {
+        memset(buf, 0, (size_t)(3 * np) * sizeof(P_REAL));
+        c->k.rows(x, x + np, x + 2 * np, c->gm + s * np, n, 0, n, c->eps2, buf, buf + np, buf + 2 * np);
+        for (int64_t i = 0; i < 3 * np; i++) a[i] = buf[i] * c->k.rows_scale;
+    } else {
+        c->k.pairs(x, x + np, x + 2 * np, c->gm + s * np, n, 0, n, c->eps2, a, a + np, a + 2 * np);
     }
-    return 0;
 }
 
-/* ---- shared mode: phases of small work units, taken by whoever is free ------ *
- * Phase 0 initialises; then each stage is a force phase and an update phase. Stage q
- * reads positions buffer q & 1 and its update writes buffer (q + 1) & 1; with
- * leapfrog, stage 0 is the first half kick and drift and stage q >= 1 ends step q - 1.
- * A thread that starts late, or is preempted between units, only does less: nobody
- * waits for a thread, only for units already taken. The row kernel's sums go to one
- * buffer per (system, chunk), added in chunk order, so a run is deterministic for a
- * given thread count whichever thread took which unit. */
-
-static int64_t P(tf_phys_units)(P(tf_phys_ctx) *c, int64_t phase) {
-    return c->systems * (phase > 0 && (phase - 1) % 2 == 0 ? c->nforce : c->nblk);
+/* Unit s: all steps of system s. A run that stops leaves it after its last whole step. */
+static int P(tf_phys_system_unit)(void *arg, int64_t s, int tid) {
+    P(tf_phys_ctx) *c = (P(tf_phys_ctx) *)arg;
+    P_REAL *buf = c->bufs + (int64_t)tid * 3 * c->npad;
+    _Atomic int64_t *slot = &c->slots[tid].steps;
+    /* the caller reports between steps; for tiny systems not after every one */
+    const int64_t every = c->n >= 64 ? 1 : 16;
+    P(tf_phys_init)(c, s);
+    if (c->leapfrog) P(tf_phys_forces)(c, s, buf);
+    for (int64_t k = 0; k < c->steps; k++) {
+        if (c->leapfrog) P(tf_phys_kick_drift)(c, s);
+        P(tf_phys_forces)(c, s, buf);
+        P(tf_phys_end_step)(c, s, k);
+        atomic_store_explicit(slot, atomic_load_explicit(slot, memory_order_relaxed) + 1, memory_order_relaxed);
+        if ((k + 1) % every == 0) tf_rt_report(c->rt, tf_phys_done_systems(c->slots, c->threads, c->b), 0);
+        if (tf_rt_checkpoint(c->rt)) break;
+    }
+    return TF_OK;
 }
+
+/* ---- shared mode: every step's forces are split into units --------------------- */
 
 /* Rows of chunk q of nforce (equal numbers of pairs; row i has n - 1 - i), even. */
 static void P(tf_phys_chunk_rows)(P(tf_phys_ctx) *c, int64_t q, int64_t *r0, int64_t *r1) {
@@ -207,131 +194,74 @@ static void P(tf_phys_chunk_rows)(P(tf_phys_ctx) *c, int64_t q, int64_t *r0, int
     if (*r1 > c->n) *r1 = c->n;
 }
 
-static void P(tf_phys_do_unit)(P(tf_phys_ctx) *c, int64_t phase, int64_t unit) {
-    const int64_t np = c->npad, n = c->n;
-    if (phase == 0) {
-        int64_t s = unit / c->nblk, i0 = unit % c->nblk * c->blk, i1 = i0 + c->blk < n ? i0 + c->blk : n;
-        P(tf_phys_init)(c, s, i0, i1);
-        return;
-    }
-    const int64_t stage = (phase - 1) / 2;
-    const int cur = (int)(stage & 1);
-    if ((phase - 1) % 2 == 0) { /* forces */
-        int64_t s = unit / c->nforce, q = unit % c->nforce;
-        const P_REAL *x = c->soa[cur] + s * 3 * np;
-        if (c->use_rows) {
-            int64_t r0, r1;
-            P(tf_phys_chunk_rows)(c, q, &r0, &r1);
-            P_REAL *b = c->bufs + (s * c->nforce + q) * 3 * np;
-            int64_t z = r0 / c->blk * c->blk;
-            for (int64_t k = 0; k < 3; k++) memset(b + k * np + z, 0, (size_t)(np - z) * sizeof(P_REAL));
-            c->k.rows(x, x + np, x + 2 * np, c->gm + s * np, n, r0, r1, c->eps2, b, b + np, b + 2 * np);
-        } else {
-            int64_t i0 = q * c->blk, i1 = i0 + c->blk < n ? i0 + c->blk : n;
-            P_REAL *a = c->acc + s * 3 * np;
-            c->k.pairs(x, x + np, x + 2 * np, c->gm + s * np, n, i0, i1, c->eps2, a, a + np, a + 2 * np);
-        }
-        return;
-    }
-    /* update: gather the chunks that reach this block (a chunk writes only from the
-     * block of its first row on), then end the step */
-    int64_t s = unit / c->nblk, i0 = unit % c->nblk * c->blk, i1 = i0 + c->blk < n ? i0 + c->blk : n;
+static int P(tf_phys_force_unit)(void *arg, int64_t unit, int tid) {
+    (void)tid;
+    P(tf_phys_ctx) *c = (P(tf_phys_ctx) *)arg;
+    const int64_t np = c->npad, n = c->n, s = unit / c->nforce, q = unit % c->nforce;
+    const P_REAL *x = c->xs + s * 3 * np;
     if (c->use_rows) {
+        int64_t r0, r1;
+        P(tf_phys_chunk_rows)(c, q, &r0, &r1);
+        P_REAL *b = c->bufs + unit * 3 * np;
+        const int64_t z = r0 / TF_PHYS_PAD * TF_PHYS_PAD; /* the chunk writes from here on */
+        for (int64_t k = 0; k < 3; k++) memset(b + k * np + z, 0, (size_t)(np - z) * sizeof(P_REAL));
+        c->k.rows(x, x + np, x + 2 * np, c->gm + s * np, n, r0, r1, c->eps2, b, b + np, b + 2 * np);
+    } else {
+        int64_t i0 = q * c->blk, i1 = i0 + c->blk < n ? i0 + c->blk : n;
         P_REAL *a = c->acc + s * 3 * np;
-        for (int64_t k = 0; k < 3; k++)
-            for (int64_t i = i0; i < i1; i++) a[k * np + i] = 0;
+        c->k.pairs(x, x + np, x + 2 * np, c->gm + s * np, n, i0, i1, c->eps2, a, a + np, a + 2 * np);
+    }
+    return TF_OK;
+}
+
+/* One force evaluation of every system, split into units; the row kernel's chunk
+ * sums are then added in chunk order (the same order whichever thread took which
+ * unit: a run is deterministic for a given thread count). */
+static int P(tf_phys_force_phase)(P(tf_phys_ctx) *c) {
+    int rc = tf_rt_phase(c->rt, c->b * c->nforce, P(tf_phys_force_unit), c);
+    if (rc != TF_OK || !c->use_rows) return rc;
+    const int64_t np = c->npad, n = c->n;
+    for (int64_t s = 0; s < c->b; s++) {
+        P_REAL *a = c->acc + s * 3 * np;
+        memset(a, 0, (size_t)(3 * np) * sizeof(P_REAL));
         for (int64_t q = 0; q < c->nforce; q++) {
             int64_t r0, r1;
             P(tf_phys_chunk_rows)(c, q, &r0, &r1);
-            if (r0 / c->blk * c->blk > i0) break; /* chunks start further down from here on */
+            const int64_t z = r0 / TF_PHYS_PAD * TF_PHYS_PAD;
             const P_REAL *b = c->bufs + (s * c->nforce + q) * 3 * np;
             for (int64_t k = 0; k < 3; k++)
-                for (int64_t i = i0; i < i1; i++) a[k * np + i] += b[k * np + i];
+                for (int64_t i = z; i < n; i++) a[k * np + i] += b[k * np + i];
         }
-        for (int64_t k = 0; k < 3; k++)
-            for (int64_t i = i0; i < i1; i++) a[k * np + i] *= c->k.rows_scale;
+        for (int64_t i = 0; i < 3 * np; i++) a[i] *= c->k.rows_scale;
     }
-    const int64_t step = c->leapfrog ? stage - 1 : stage;
-    P(tf_phys_end_step)(c, s, step, c->stage_last, cur, i0, i1);
+    return TF_OK;
 }
 
-/* Called by whoever finishes the last unit of `phase`: decide and open the next. */
-static void P(tf_phys_open_next)(P(tf_phys_ctx) *c, int64_t phase) {
-    tf_phys_control *ctl = &c->ctl;
-    const int64_t pre = c->leapfrog ? 1 : 0;
-    if (phase > 0 && (phase - 1) % 2 == 1) { /* an update phase ended */
-        int64_t step = (phase - 1) / 2 - pre;
-        if (step >= 0) atomic_store(&ctl->steps_done, step + 1);
-        if (step >= 0 && c->stage_last) {
-            tf_phys_open_phase(ctl, INT64_MAX);
-            return;
-        }
-    }
-    if (phase + 1 > 0 && (phase + 1 - 1) % 2 == 1) { /* an update phase opens */
-        int64_t step = phase / 2 - pre;
-        c->stage_last = step >= 0 && (step == c->steps - 1 || atomic_load(&ctl->stop_requested));
-    }
-    tf_phys_open_phase(ctl, phase + 1);
+static int64_t P(tf_phys_done)(void *arg) {
+    P(tf_phys_ctx) *c = (P(tf_phys_ctx) *)arg;
+    return c->shared ? c->steps_done : tf_phys_done_systems(c->slots, c->threads, c->b);
 }
 
-static void P(tf_phys_shared_work)(P(tf_phys_ctx) *c, int tid) {
-    tf_phys_control *ctl = &c->ctl;
-    int64_t phase = 0;
-    for (;;) {
-        int seq = atomic_load(&ctl->open_seq);
-        int64_t open = atomic_load(&ctl->open_phase);
-        if (open == INT64_MAX) return;
-        if (open < phase) { /* phase not open yet: others finish the last units */
-            if (tid == 0) {
-                tf_phys_sleep_on(&ctl->open_seq, seq, TF_PHYS_REPORT_S);
-                tf_phys_report(ctl, 0, 0);
-            } else {
-                tf_phys_await_change(&ctl->open_seq, seq);
-            }
-            continue;
-        }
-        phase = open;
-        const int64_t units = P(tf_phys_units)(c, phase);
-        int64_t unit;
-        while ((unit = tf_phys_grab(ctl, phase, units)) >= 0) {
-            P(tf_phys_do_unit)(c, phase, unit);
-            if (tid == 0) tf_phys_report(ctl, 0, 0);
-            if (atomic_fetch_add(&ctl->phase_done, 1) + 1 == units) P(tf_phys_open_next)(c, phase);
-        }
-        phase++;
+static int P(tf_phys_driver)(tf_rt *rt, void *arg) {
+    P(tf_phys_ctx) *c = (P(tf_phys_ctx) *)arg;
+    c->rt = rt;
+    if (!c->shared) {
+        int rc = tf_rt_phase(rt, c->b, P(tf_phys_system_unit), c);
+        if (rc == TF_OK) tf_rt_report(rt, c->steps, 1); /* the bar ends full */
+        return TF_OK;
     }
-}
-
-/* ---- threads ------------------------------------------------------------------ */
-
-/* One thread's work. Systems mode hands out whole systems one at a time. */
-static void P(tf_phys_work)(P(tf_phys_job) *job) {
-    P(tf_phys_ctx) *c = job->ctx;
-    tf_phys_control *ctl = &c->ctl;
-    if (ctl->shared) {
-        P(tf_phys_shared_work)(c, job->tid);
-        return;
+    /* Shared mode: the O(n) work between force phases is the caller's. */
+    for (int64_t s = 0; s < c->b; s++) P(tf_phys_init)(c, s);
+    if (c->leapfrog && P(tf_phys_force_phase)(c) != TF_OK) return TF_OK;
+    for (int64_t k = 0; k < c->steps; k++) {
+        if (c->leapfrog)
+            for (int64_t s = 0; s < c->b; s++) P(tf_phys_kick_drift)(c, s);
+        if (P(tf_phys_force_phase)(c) != TF_OK) break; /* stopped: pos, vel hold step k */
+        for (int64_t s = 0; s < c->b; s++) P(tf_phys_end_step)(c, s, k);
+        c->steps_done = k + 1;
+        if (tf_rt_report(rt, k + 1, k + 1 == c->steps)) break;
     }
-    for (;;) {
-        int64_t s = atomic_fetch_add(&ctl->next_system, 1);
-        if (s >= ctl->systems) break;
-        int stopped = P(tf_phys_run_system)(c, job->tid, s);
-        tf_phys_finish_one(ctl, 1);
-        if (stopped || atomic_load(&ctl->stop_after) >= 0) break;
-    }
-}
-
-static void *P(tf_phys_thread)(void *arg) {
-    P(tf_phys_job) *job = (P(tf_phys_job) *)arg;
-    tf_phys_control *ctl = &job->ctx->ctl;
-    if (job->tid == 0) {
-        P(tf_phys_work)(job);
-        return NULL;
-    }
-    tf_phys_await_change(&ctl->go, 0);
-    P(tf_phys_work)(job);
-    tf_phys_leave(ctl);
-    return NULL;
+    return TF_OK;
 }
 
 static int P(tf_phys_check)(const char *fname, const P_REAL *pos, const P_REAL *vel,
@@ -378,67 +308,59 @@ int P(tf_physics_nbody)(P_REAL *pos, P_REAL *vel, const P_REAL *mass, int64_t b,
     if (rc != TF_OK) return rc;
     if (b == 0 || n == 0 || params->steps == 0) return TF_OK;
 
-    /* One block: the context (with the thread control), the jobs, the progress slots.
-     * Freed by the last thread out (see tf_phys_run). */
     tf_phys_plan plan = tf_phys_make_plan(b, n, params->steps, nthreads);
-    size_t head = (sizeof(P(tf_phys_ctx)) + 63) / 64 * 64;
-    size_t jobs_size = ((size_t)plan.threads * sizeof(P(tf_phys_job)) + 63) / 64 * 64;
-    char *block = tf_phys_alloc(head + jobs_size + (size_t)plan.threads * sizeof(tf_phys_slot));
-    if (!block) return tf_error(TF_ENOMEM, "%s: cannot allocate the thread state", fname);
-    memset(block, 0, head + jobs_size);
-    P(tf_phys_ctx) *c = (P(tf_phys_ctx) *)block;
-    P(tf_phys_job) *jobs = (P(tf_phys_job) *)(block + head);
-    c->ctl.base = block;
-    c->ctl.done = (tf_phys_slot *)(block + head + jobs_size);
-    c->ctl.systems = b;
-    c->ctl.steps = params->steps;
-    c->ctl.fn = fn;
-    c->ctl.handle = handle;
-    c->pos = pos;
-    c->vel = vel;
-    c->mass = mass;
-    c->traj = traj;
-    c->n = n;
-    c->npad = (n + TF_PHYS_PAD - 1) / TF_PHYS_PAD * TF_PHYS_PAD;
-    c->frames = frames;
-    c->steps = params->steps;
-    c->rec = params->record_every;
-    c->systems = b;
-    c->leapfrog = params->method == TF_PHYSICS_LEAPFROG;
-    c->dt = (P_REAL)params->dt;
-    c->half_dt = (P_REAL)(0.5 * params->dt);
-    c->eps2 = (P_REAL)(params->softening * params->softening);
-    c->G = (P_REAL)params->G;
-    c->k = P(tf_phys_pick_kernels)();
-    c->use_rows = c->k.rows != NULL && n >= TF_PHYS_ROWS_MIN && n < INT32_MAX / 2;
-    /* Shared mode units: ~4 per thread and phase, at least a padding block each. */
-    c->blk = (n + 4 * plan.threads - 1) / (4 * plan.threads);
-    c->blk = (c->blk + TF_PHYS_PAD - 1) / TF_PHYS_PAD * TF_PHYS_PAD;
-    c->nblk = (n + c->blk - 1) / c->blk;
-    c->nforce = c->use_rows ? (4 * plan.threads < n / 16 ? 4 * plan.threads : (n / 16 > 0 ? n / 16 : 1)) : c->nblk;
-    for (int t = 0; t < plan.threads; t++) {
-        jobs[t].ctx = c;
-        jobs[t].tid = t; /* read by each thread as it starts, before `go` */
-    }
+    P(tf_phys_ctx) c;
+    memset(&c, 0, sizeof c);
+    c.pos = pos;
+    c.vel = vel;
+    c.mass = mass;
+    c.traj = traj;
+    c.b = b;
+    c.n = n;
+    c.npad = (n + TF_PHYS_PAD - 1) / TF_PHYS_PAD * TF_PHYS_PAD;
+    c.frames = frames;
+    c.steps = params->steps;
+    c.rec = params->record_every;
+    c.leapfrog = params->method == TF_PHYSICS_LEAPFROG;
+    c.shared = plan.shared;
+    c.threads = plan.threads;
+    c.dt = (P_REAL)params->dt;
+    c.half_dt = (P_REAL)(0.5 * params->dt);
+    c.eps2 = (P_REAL)(params->softening * params->softening);
+    c.G = (P_REAL)params->G;
+    c.k = P(tf_phys_pick_kernels)(!(c.eps2 >= P_GUARD_EPS2));
+    c.use_rows = c.k.rows != NULL && n >= TF_PHYS_ROWS_MIN && n < INT32_MAX / 2;
+    /* Shared mode units: ~4 per thread and system, at least a padding block each. */
+    c.blk = (n + 4 * plan.threads - 1) / (4 * plan.threads);
+    c.blk = (c.blk + TF_PHYS_PAD - 1) / TF_PHYS_PAD * TF_PHYS_PAD;
+    const int64_t nblk = (n + c.blk - 1) / c.blk;
+    c.nforce = c.use_rows ? (4 * plan.threads < n / 16 ? 4 * plan.threads : (n / 16 > 0 ? n / 16 : 1)) : nblk;
 
-    /* Scratch: two position buffers, the accelerations (3 npad each) and G m (npad)
-     * per system, and the row kernel's buffers (3 npad each). */
-    size_t nbufs = !c->use_rows ? 0 : plan.shared ? (size_t)b * (size_t)c->nforce : (size_t)plan.threads;
-    P_REAL *scratch = tf_phys_alloc(((size_t)b * 10 + nbufs * 3) * (size_t)c->npad * sizeof(P_REAL));
-    if (!scratch) {
-        free(block);
+    /* Scratch: positions, accelerations, half-step velocities (3 npad each) and G m
+     * (npad) per system; the row kernel's buffers (3 npad each); progress slots. */
+    const size_t nbufs = !c.use_rows ? 0 : plan.shared ? (size_t)b * (size_t)c.nforce : (size_t)plan.threads;
+    const size_t reals = ((size_t)b * 10 + nbufs * 3) * (size_t)c.npad;
+    const size_t slots_at = (reals * sizeof(P_REAL) + 63) / 64 * 64;
+    char *scratch = tf_phys_alloc(slots_at + (size_t)plan.threads * sizeof(tf_phys_slot));
+    if (!scratch)
         return tf_error(TF_ENOMEM, "%s: cannot allocate scratch for %lld x %lld bodies", fname, (long long)b,
                         (long long)n);
-    }
-    c->soa[0] = scratch;
-    c->soa[1] = scratch + (size_t)b * 3 * c->npad;
-    c->acc = scratch + (size_t)b * 6 * c->npad;
-    c->gm = scratch + (size_t)b * 9 * c->npad;
-    c->bufs = scratch + (size_t)b * 10 * c->npad;
+    P_REAL *r = (P_REAL *)scratch;
+    c.xs = r;
+    c.acc = r + (size_t)b * 3 * c.npad;
+    c.vh = r + (size_t)b * 6 * c.npad;
+    c.gm = r + (size_t)b * 9 * c.npad;
+    c.bufs = r + (size_t)b * 10 * c.npad;
+    c.slots = (tf_phys_slot *)(scratch + slots_at);
+    for (int t = 0; t < plan.threads; t++) atomic_init(&c.slots[t].steps, 0);
+    /* Large fresh buffers are faulted in here, before the threads write them. */
+    tf_populate(scratch, (int64_t)slots_at);
+    if (frames > 0) tf_populate(traj, b * frames * n * 3 * (int64_t)sizeof(P_REAL));
 
-    int64_t stopped_at = 0;
-    rc = tf_phys_run(&c->ctl, &plan, P(tf_phys_thread), jobs, sizeof jobs[0], &stopped_at);
-    /* c may be gone now; late threads touch only the control, never the scratch. */
+    tf_rt_opts o = {.threads = plan.threads, .fn = fn, .handle = handle, .done = P(tf_phys_done),
+                    .done_ctx = &c, .total = params->steps, .interval = TF_PHYS_REPORT_S};
+    rc = tf_rt_run(&o, P(tf_phys_driver), &c);
+    int64_t stopped_at = P(tf_phys_done)(&c);
     tf_phys_free(scratch);
     if (rc == TF_EINTERRUPTED)
         return tf_error(TF_EINTERRUPTED, "%s: stopped after %lld of %lld steps", fname, (long long)stopped_at,

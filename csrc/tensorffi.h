@@ -64,8 +64,17 @@ int tf_build_native(void);
 /* Best SIMD level this CPU supports (capped by TENSORFFI_SIMD=scalar|avx2|avx512). */
 int tf_simd_level(void);
 const char *tf_simd_name(int level);
-/* Number of CPUs this process may run on. */
+/* Number of CPUs this process may run on (its CPU affinity; all online CPUs where
+ * the system has no affinity call). */
 int tf_cpu_count(void);
+
+/* The thread runtime (runtime.c): where a run of `threads` threads started on the
+ * calling thread now would get its threads: 0 none (inline: threads == 1, or inside
+ * a parallel region already), 1 tensorffi's own pool, 2 the host OpenMP runtime's
+ * team (PyTorch's intra-op threads). */
+int tf_runtime_backend(int threads);
+/* Threads in tensorffi's own pool (created on demand and kept; 0 in a fresh fork). */
+int tf_runtime_pool_size(void);
 
 /* Bridge self-test kernels: small, real functions used by the tests, the demo and
  * the call-overhead benchmark. */
@@ -117,7 +126,7 @@ enum {
  * are [n_sections, outer, 2, inner]: SciPy's zi layout, (n_sections, ..., 2, ...).
  * The sections are direct form II transposed, as scipy.signal.sosfilt. Channels
  * are spread over `nthreads` threads; each is filtered in SIMD lanes chosen by
- * tf_simd_level(). */
+ * tf_signal_simd(). */
 
 /* y = sosfilt(sos, x) starting from states zi (NULL: zeros); the final states go to
  * zf (NULL: not written). Filtering a signal in pieces, passing each call's zf as
@@ -126,6 +135,18 @@ int tf_signal_sosfilt_f32(const double *sos, int64_t n_sections, const float *x,
                           int64_t inner, const float *zi, float *zf, int nthreads);
 int tf_signal_sosfilt_f64(const double *sos, int64_t n_sections, const double *x, double *y, int64_t outer, int64_t n,
                           int64_t inner, const double *zi, double *zf, int nthreads);
+
+/* Complex signals with complex coefficients (complex signals with real
+ * coefficients use the functions above on their real view: real and imaginary
+ * parts are then separate channels). x, y, zi and zf hold interleaved (re, im)
+ * pairs, so `inner` counts reals and must be even; sos is [n_sections, 12]: each
+ * coefficient of a row as a (re, im) pair, a0 == 1 + 0j. complex128 runs SciPy's
+ * complex operations in SciPy's order (bitwise equal); complex64 follows the
+ * float32 rule below (float32 arithmetic only for poles within radius 0.9). */
+int tf_signal_sosfilt_c64(const double *sos, int64_t n_sections, const float *x, float *y, int64_t outer, int64_t n,
+                          int64_t inner, const float *zi, float *zf, int nthreads);
+int tf_signal_sosfilt_c128(const double *sos, int64_t n_sections, const double *x, double *y, int64_t outer,
+                           int64_t n, int64_t inner, const double *zi, double *zf, int nthreads);
 
 /* The adjoint of tf_signal_sosfilt_*: given dL/dy (gy) and dL/dzf (gzf, NULL:
  * zeros) of the call sosfilt(sos, x, zi), writes dL/dx (gx, [outer, n, inner]),
@@ -150,6 +171,13 @@ int tf_signal_sosfiltfilt_f32(const double *sos, int64_t n_sections, const doubl
 int tf_signal_sosfiltfilt_f64(const double *sos, int64_t n_sections, const double *zi, const double *x, double *y,
                               int64_t outer, int64_t n, int64_t inner, int padtype, int64_t padlen, int nthreads);
 
+/* sosfiltfilt with complex coefficients: zi is [n_sections, 4], the complex
+ * steady states as (re, im) pairs; x and y as in tf_signal_sosfilt_c64/c128. */
+int tf_signal_sosfiltfilt_c64(const double *sos, int64_t n_sections, const double *zi, const float *x, float *y,
+                              int64_t outer, int64_t n, int64_t inner, int padtype, int64_t padlen, int nthreads);
+int tf_signal_sosfiltfilt_c128(const double *sos, int64_t n_sections, const double *zi, const double *x, double *y,
+                               int64_t outer, int64_t n, int64_t inner, int padtype, int64_t padlen, int nthreads);
+
 /* 1 if float32 signals filtered with this sos are computed in float32
  * arithmetic, 0 if in float64 arithmetic (float32 in and out). float32 is used
  * only when every pole lies within radius 0.9, where its roundoff stays near
@@ -157,8 +185,16 @@ int tf_signal_sosfiltfilt_f64(const double *sos, int64_t n_sections, const doubl
  * bands: most audio and physiological filters) would amplify it to 1e-4..1e-2. */
 int tf_signal_f32_arith(const double *sos, int64_t n_sections);
 
+/* tf_signal_f32_arith for complex coefficients ([n_sections, 12], (re, im) pairs). */
+int tf_signal_f32_arith_complex(const double *sos, int64_t n_sections);
+
+/* The SIMD level (TF_SIMD_*) signal's kernels run at: TENSORFFI_SIMD=scalar|avx2|avx512
+ * selects a level (capped by what the CPU has); unset, the level this module
+ * prefers on this CPU (see signal.c). */
+int tf_signal_simd(void);
+
 /* SIMD lanes (channels filtered at once) for elements of `element_size` bytes
- * (4: float32, 8: float64) at the current tf_simd_level(). */
+ * (4: float32, 8: float64) at the level tf_signal_simd() reports. */
 int tf_signal_lanes(int element_size);
 
 /* ======================================================================== */
@@ -208,6 +244,10 @@ int tf_physics_energy_f32(const float *pos, const float *vel, const float *mass,
                           int64_t n, double G, double softening, int nthreads, float *out);
 int tf_physics_energy_f64(const double *pos, const double *vel, const double *mass, int64_t b,
                           int64_t n, double G, double softening, int nthreads, double *out);
+
+/* The SIMD level (TF_SIMD_*) the physics kernels run at on this CPU, after the
+ * TENSORFFI_SIMD cap and the module's measured preference. */
+int tf_physics_simd(void);
 
 /* Total momentum of each of b systems, out[s][k] = sum_i m_i v_i[k] (double accumulation). */
 int tf_physics_momentum_f32(const float *vel, const float *mass, int64_t b, int64_t n, float *out);
@@ -394,6 +434,18 @@ typedef int (*tf_progress_fn)(void *handle, int64_t done, int64_t total);
  * count reached to *reached. */
 int tf_core_count(int64_t total, int64_t steps, tf_progress_fn fn, void *handle, int64_t *reached);
 
+/* Self-test of the thread runtime: out[i] = 3 i + 1 for i < n, written in `units`
+ * units (contiguous slices) on up to `nthreads` threads. Each unit writes its slice
+ * `rounds` times (round r < rounds - 1 writes -(r + 1)), with a checkpoint after each
+ * round; tids[u] receives the index of the thread that ran unit u (0: the caller).
+ * Units u >= fail_from (if fail_from >= 0) fail with TF_EINVAL and the message "unit
+ * <u> failed" (written on the thread that ran it): the lowest such unit's is the
+ * call's. Progress (in rounds of units) goes to fn from the calling thread, every
+ * `interval_ms` (0: at every checkpoint of the caller); a non-zero answer stops the
+ * run with TF_EINTERRUPTED. */
+int tf_core_parallel_fill(int64_t *out, int64_t n, int64_t units, int64_t rounds, int nthreads, int32_t *tids,
+                          int64_t fail_from, int interval_ms, tf_progress_fn fn, void *handle);
+
 /* ---- internal helpers (not declared in cdefs/) ------------------------- */
 #ifdef TF_INTERNAL
 /* Set the thread-local message and return `code`. printf-style. */
@@ -403,11 +455,64 @@ int tf_error(int code, const char *fmt, ...)
 #endif
     ;
 
-/* Run fn(ctx, begin, end) over [0, n) split in contiguous blocks on up to
- * `nthreads` threads (threads are created per call: no pool, fork-safe). Returns
- * the first non-zero status returned by fn, or 0. */
+/* ---- the thread runtime (runtime.c) ------------------------------------
+ * One parallel call is a *run*: a driver function on the calling thread that opens
+ * phases of independent units; idle threads (the host OpenMP runtime's, or our
+ * pool's) take units one at a time and the caller works too. See runtime.c. */
+typedef struct tf_rt tf_rt;
+/* A unit of work; tid is the thread's index in the run (0 = the caller, < threads).
+ * A non-zero return stops the run with that status (the lowest failing unit wins;
+ * its tf_error message is carried to the caller's thread). */
+typedef int (*tf_rt_unit_fn)(void *ctx, int64_t unit, int tid);
+typedef struct {
+    int threads;                  /* threads that may take part (1: inline, no thread) */
+    tf_progress_fn fn;            /* progress callback, called on the caller only (NULL: none) */
+    void *handle;
+    int64_t (*done)(void *ctx);   /* progress so far, for the runtime's own reports (NULL: the
+                                     driver reports alone, with tf_rt_report) */
+    void *done_ctx;
+    int64_t total;                /* progress total passed to fn */
+    double interval;              /* seconds between reports (<= 0: 0.1) */
+} tf_rt_opts;
+/* Run driver(rt, ctx) on the calling thread, with up to opts->threads threads for its
+ * phases. Returns the driver's status if non-zero, else the run's first failure (a
+ * unit's status, or TF_EINTERRUPTED after a stop), else 0. */
+int tf_rt_run(const tf_rt_opts *opts, int (*driver)(tf_rt *rt, void *ctx), void *ctx);
+/* Driver only: run fn over units [0, units) on the run's threads and return when all
+ * are done (or, after a stop, when those already started are): the run's status. */
+int tf_rt_phase(tf_rt *rt, int64_t units, tf_rt_unit_fn fn, void *ctx);
+/* Inside a unit, at a point where the thread may pause (it touches no caller memory
+ * while paused): parks while the caller reports progress. Returns non-zero once the
+ * run is stopping: return from the unit without touching caller memory again. */
+int tf_rt_checkpoint(tf_rt *rt);
+/* Caller thread only (a no-op elsewhere): call the progress callback with `done` if
+ * the interval has passed (or `force`), once every other thread is out of its unit.
+ * Returns non-zero once the run is stopping (the callback is then never called again). */
+int tf_rt_report(tf_rt *rt, int64_t done, int force);
+int tf_rt_stopped(const tf_rt *rt);
+/* Stop the run with `status` (TF_EINTERRUPTED if 0): no unit starts afterwards. */
+void tf_rt_stop(tf_rt *rt, int status);
+/* Threads that may take part in the run (per-thread buffers: tid < this). */
+int tf_rt_threads(const tf_rt *rt);
+/* Threads worth using for `work`: at most nthreads, and one per min_work_per_thread. */
+int tf_rt_threads_for(double work, double min_work_per_thread, int nthreads);
+
+/* Run fn(ctx, begin, end) over [0, n) on up to nthreads threads, at most one thread
+ * per min_per_thread items (fewer items: fn(ctx, 0, n) on the calling thread). The
+ * range is cut into about four contiguous blocks per thread, taken on demand.
+ * Returns the first non-zero status returned by fn, or 0. */
 typedef int (*tf_range_fn)(void *ctx, int64_t begin, int64_t end);
 int tf_parallel_for(int64_t n, int nthreads, int64_t min_per_thread, tf_range_fn fn, void *ctx);
+
+/* Fault in the pages of a large output before threads write it: C calls this on a
+ * buffer it is about to overwrite entirely, before its parallel phase. Fresh pages
+ * (a new mapping, as malloc gives for blocks of 32 MiB and more) are asked for as
+ * 2 MiB pages where transparent huge pages are on "madvise", and faulted in with one
+ * MADV_POPULATE_WRITE call (Linux >= 5.14; else one write per page, keeping the
+ * contents). Buffers under TF_POPULATE_MIN_BYTES, and buffers already in memory,
+ * are left alone. */
+#define TF_POPULATE_MIN_BYTES ((int64_t)1 << 22)
+void tf_populate(void *ptr, int64_t bytes);
 #endif
 
 #ifdef __cplusplus

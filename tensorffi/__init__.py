@@ -6,8 +6,13 @@
 >>> tensorffi.core.scale_(x, 3.0)
 >>> x.tolist()
 [3.0, 3.0, 3.0, 3.0]
+
+In IPython and Jupyter, ``%load_ext tensorffi`` adds the ``%%tensorffi`` cell magic
+(C in a cell, bound to tensors: see :mod:`tensorffi.magic`).
 """
 from __future__ import annotations
+
+from typing import Any
 
 from . import cache, core, errors, io, ops, physics, signal
 from ._version import __version__
@@ -15,7 +20,8 @@ from .bridge import Struct, strided
 from .handles import Handle, buffer
 from .byo import cache_dir, compile, load
 from .contract import parse_contract
-from .core import get_num_threads, info, set_num_threads
+from .core import get_num_threads, set_num_threads
+from ._display import describe
 from .errors import (
     AllocationError,
     ArgumentOverflowError,
@@ -37,6 +43,31 @@ from .errors import (
 )
 from .library import Library
 
+
+def info() -> dict[str, Any]:
+    """Version and build facts: a plain dict (JSON-ready) that notebooks show as a table.
+
+    >>> import tensorffi
+    >>> facts = tensorffi.info()
+    >>> facts["version"] == tensorffi.__version__
+    True
+    """
+    from ._display import Info
+
+    return Info(core.info())
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext tensorffi``: register the ``%%tensorffi`` cell magic and the
+    ``%tensorffi`` line magic (IPython is imported only now)."""
+    from .magic import load_ipython_extension as load
+
+    load(ipython)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 __all__ = [
     "__version__",
     "core",
@@ -46,6 +77,9 @@ __all__ = [
     "errors",
     "ops",
     "info",
+    "describe",
+    "handles",
+    "load_ipython_extension",
     "get_num_threads",
     "set_num_threads",
     "load",
@@ -76,3 +110,5 @@ __all__ = [
     "CancelledError",
     "ParseError",
 ]
+
+del annotations

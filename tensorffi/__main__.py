@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Command line: ``tensorffi demo``, ``tensorffi info``, ``tensorffi cache [list|clear]``.
+"""Command line: ``tensorffi demo | info | bench | cache`` (also ``python -m tensorffi``).
 
 The demo runs every kernel family on data shipped with the package. Each kernel
 module contributes a ``_demo(print)`` function; the modules are listed in DEMO_STEPS.
@@ -12,8 +12,30 @@ import json
 import sys
 from typing import Callable
 
+__all__ = ["main", "demo", "cache_command", "DEMO_STEPS"]
+
 # Kernel modules, in demo order; each has ``_demo(say: Callable[[str], None])``.
 DEMO_STEPS = ["tensorffi._demo_core", "tensorffi.signal", "tensorffi.io", "tensorffi.physics", "tensorffi.ops"]
+
+DESCRIPTION = "tensorffi: C code callable on PyTorch tensors and NumPy arrays -- zero-copy, checked."
+
+EPILOG = """\
+examples:
+  tensorffi demo               what tensorffi does, on data it ships
+  tensorffi info --json        build facts for a bug report
+  tensorffi bench              how fast it is here, beside SciPy, NumPy, pandas, torch
+  tensorffi cache clear        drop the modules compile() built
+
+In Jupyter: %load_ext tensorffi, then C in a %%tensorffi cell.
+"""
+
+NEXT_STEPS = """\
+what to try next:
+  - your own C on a tensor: the README's "Quick start" (three lines, no C++ extension)
+  - in Jupyter: %load_ext tensorffi, then C in a %%tensorffi cell; the notebook
+    examples/quickstart.ipynb in the source repository walks through everything
+    (examples/quickstart.py is the same as a script)
+  - tensorffi bench: how fast this is on your machine, beside SciPy, NumPy and torch"""
 
 
 def demo(say: Callable[[str], None] = print) -> int:
@@ -35,7 +57,9 @@ def demo(say: Callable[[str], None] = print) -> int:
             step(say)
             ran += 1
     say("")
-    say(f"demo finished: {ran} step(s) ran")
+    say(f"demo finished: {ran} kernel families ran on the data shipped with tensorffi.")
+    say("")
+    say(NEXT_STEPS)
     return 0
 
 
@@ -79,23 +103,53 @@ def _ago(seconds: float) -> str:
     return f"{max(seconds, 0):.0f} s"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tensorffi", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="run every kernel family on data shipped with the package")
-    sub.add_parser("info", help="print version and build facts as JSON")
-    cache = sub.add_parser("cache", help="list or clear the cache of modules built by tensorffi.compile()")
+def _parser() -> argparse.ArgumentParser:
+    from ._version import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="tensorffi", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"tensorffi {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="command", title="commands")
+    sub.add_parser("demo", help="run every kernel family on data shipped with the package",
+                   description="Run every kernel family on data shipped with the package.")
+    info = sub.add_parser("info", help="version and build facts",
+                          description="Version, compiler, build flags, SIMD level and threads.")
+    info.add_argument("--json", action="store_true", help="print them as JSON")
+    bench = sub.add_parser("bench", help="a one-minute tour of the benchmarks, each beside a peer",
+                           description="Measure call overhead, sosfilt, read_csv and nbody on this machine, each "
+                                       "beside a peer (ctypes, raw cffi, SciPy, NumPy, pandas, torch) in the same "
+                                       "run; medians and ratios.")
+    bench.add_argument("--seconds", type=float, default=40.0, help="time spent measuring (default 40)")
+    bench.add_argument("--full", action="store_true",
+                       help="run the quick modes of the benchmarks/ scripts of a source checkout (minutes)")
+    cache = sub.add_parser("cache", help="list or clear the cache of modules built by tensorffi.compile()",
+                           description="The cache of modules built by tensorffi.compile().")
     cache.add_argument("action", nargs="?", choices=["list", "clear", "path"], default="list")
     cache.add_argument("--dir", help="the cache folder (default: $TENSORFFI_CACHE_DIR or ~/.cache/tensorffi)")
     cache.add_argument("--json", action="store_true", help="print the listing as JSON")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
     if args.command == "cache":
         return cache_command(args.action, args.dir, args.json)
     if args.command == "info":
         import tensorffi
+        from ._display import info_text
 
-        print(json.dumps(tensorffi.info(), indent=2))
+        facts = tensorffi.info()
+        print(json.dumps(facts, indent=2) if args.json else info_text(facts))
         return 0
+    if args.command == "bench":
+        from . import _bench
+
+        return _bench.full() if args.full else _bench.tour(seconds=args.seconds)
     return demo()
 
 

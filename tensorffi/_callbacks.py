@@ -10,9 +10,14 @@ exception is re-raised to the caller once C has returned.
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable
 
+import numpy as np
+import torch
+
 from ._lib import ffi, lib
+from .errors import StorageChangedError
 
 ProgressArg = "bool | Callable[[int, int], object] | None"
 
@@ -41,7 +46,8 @@ def tf_py_progress(handle: Any, done: int, total: int) -> int:
 class CallbackScope:
     """One C call's receiver of progress reports.
 
-    ``progress`` is ``None`` (reports only check for Ctrl-C), ``True`` (a tqdm bar),
+    ``progress`` is ``None`` (reports only check for Ctrl-C), ``True`` (a progress
+    bar that fits the host, see :mod:`tensorffi._progress`),
     or a callable ``progress(done, total)``.
 
     >>> with CallbackScope(progress=None) as scope:
@@ -54,9 +60,11 @@ class CallbackScope:
         self._desc = desc
         self._unit = unit
         self._scale = scale
-        self._last = 0
-        if progress is True:
-            self._sink: Callable[[int, int], object] | None = self._tqdm
+        if progress is True:  # the bar that fits the host (tensorffi._progress), integer counts
+            from ._progress import Bar
+
+            self._bar = Bar(desc, unit, unit_scale=scale != 1.0, scale=scale)
+            self._sink: Callable[[int, int], object] | None = self._bar
         elif progress in (None, False):
             self._sink = None
         elif callable(progress):
@@ -65,6 +73,8 @@ class CallbackScope:
             raise TypeError(f"progress must be True, False, None or a callable(done, total), got {progress!r}")
         self.handle = ffi.new_handle(self)
         self.fn = lib.tf_py_progress
+        self._args: tuple[Any, ...] = ()
+        self._guards: list[tuple[Any, int, int, str]] | None = None
 
     def __enter__(self) -> "CallbackScope":
         return self
@@ -76,27 +86,31 @@ class CallbackScope:
     def report(self, done: int, total: int) -> int:
         if self.error is not None:
             return 1
-        try:
-            if self._sink is not None:
-                self._sink(done, total)
+        if self._sink is None:
             return 0
+        if self._guards is None:
+            self._guards = _storage_guards(self._args)
+        try:
+            self._sink(done, total)
         except BaseException as exc:  # noqa: BLE001 - re-raised after C returns
             self.error = exc
             return 1
-
-    def _tqdm(self, done: int, total: int) -> None:
-        if self._bar is None:
-            from tqdm.auto import tqdm
-
-            self._bar = tqdm(total=total * self._scale, desc=self._desc, unit=self._unit, unit_scale=self._scale != 1.0)
-        step = done - self._last
-        if step:
-            self._bar.update(step * self._scale)
-            self._last = done
+        # C runs on with the pointers it was given: if the callback resized, freed or
+        # replaced a storage behind one of them, C must stop before touching it.
+        for storage, ptr, nbytes, what in self._guards:
+            if storage.data_ptr() != ptr or storage.nbytes() != nbytes:
+                self.error = StorageChangedError(
+                    f"the progress callback changed the storage of {what}, which the C call was using "
+                    f"({nbytes} bytes at {ptr:#x}, now {storage.nbytes()} bytes at {storage.data_ptr():#x}: "
+                    "resize_, set_ or untyped_storage().resize_); the call was stopped"
+                )
+                return 1
+        return 0
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Call bound function ``fn``; an exception stored by a report wins over the
         status error it caused (Ctrl-C re-raises KeyboardInterrupt, not a C error)."""
+        self._args = (fn, args, kwargs)
         try:
             result = fn(*args, **kwargs)
         except Exception:
@@ -110,3 +124,29 @@ class CallbackScope:
         if self.error is not None:
             err, self.error = self.error, None
             raise err
+
+
+def _storage_guards(args: tuple[Any, ...]) -> list[tuple[Any, int, int, str]]:
+    """(storage, data_ptr, nbytes, description) of every torch storage behind the
+    arguments of a call (tensors, and NumPy arrays that view a tensor's memory).
+    Holding the storage object keeps its memory alive if the tensor is pointed
+    elsewhere (set_); a resize is seen as a new data_ptr or size."""
+    if not args:
+        return []
+    fn, positional, keywords = args
+    try:
+        names = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        names = []
+    guards = []
+    named = [(names[i] if i < len(names) else f"argument {i}", a) for i, a in enumerate(positional)]
+    named += list(keywords.items())
+    for name, value in named:
+        base = value
+        while isinstance(base, np.ndarray) and base.base is not None:
+            base = base.base
+        if isinstance(base, torch.Tensor):
+            storage = base.untyped_storage()
+            what = f"{name} ({type(value).__name__} of shape {tuple(value.shape)})"
+            guards.append((storage, storage.data_ptr(), storage.nbytes(), what))
+    return guards

@@ -667,6 +667,8 @@ class _Gen:
             "_DType": DTypeError,
             "_chk": _sym_check,
             "_numel": _numel,
+            # builtins under names no C parameter can take (a parameter may be named len)
+            "_len": len, "_type": type, "_tuple": tuple, "_int": int, "_float": float,
         }
         self.lines: list[str] = []
         self.level = 1
@@ -738,8 +740,8 @@ class _Gen:
         dims = ", ".join(str(d) for d in p.shape)
         n = len(p.shape)
         self.fail_unless(
-            f"len({svar}) == {n}",
-            f'_ShapeError(f"{W} must have {n} dimension(s) [{dims}], got shape {{tuple({svar})}}")',
+            f"_len({svar}) == {n}",
+            f'_ShapeError(f"{W} must have {n} dimension(s) [{dims}], got shape {{_tuple({svar})}}")',
         )
         deferred: list[tuple[int, Dim]] = []
         for ax, d in enumerate(p.shape):
@@ -747,7 +749,7 @@ class _Gen:
             if not d.symbols:
                 self.fail_unless(
                     f"{size} == {d.factor}",
-                    f'_ShapeError(f"{W}: dimension {ax} must be {d.factor}, got {{{size}}} (shape {{tuple({svar})}})")',
+                    f'_ShapeError(f"{W}: dimension {ax} must be {d.factor}, got {{{size}}} (shape {{_tuple({svar})}})")',
                 )
                 continue
             if len(d.symbols) > 1:
@@ -761,7 +763,7 @@ class _Gen:
                 self.fail_unless(
                     f"{size} == {self.dim_expr(d)}",
                     f'_ShapeError(f"{W}: dimension {ax} ({d}) is {{{size}}}, but {want} from '
-                    f'{self.lit(self.known[sym])} (shape {{tuple({svar})}})")',
+                    f'{self.lit(self.known[sym])} (shape {{_tuple({svar})}})")',
                 )
                 continue
             bind = [] if k == 1 else [
@@ -781,7 +783,7 @@ class _Gen:
                 self.fail_unless(
                     f"{size} == {self.dim_expr(d)}",
                     f'_ShapeError(f"{W}: dimension {ax} ({d}) is {{{size}}}, but {d} = {{{self.dim_expr(d)}}} '
-                    f'from the other arguments (shape {{tuple({svar})}})")',
+                    f'from the other arguments (shape {{_tuple({svar})}})")',
                 )
                 self.dedent()
                 self.maybe.add(sym)
@@ -852,7 +854,7 @@ class _Gen:
 
     def torch_fast(self, p: Param, v: str, kernel: bool) -> list[str]:
         """Conditions under which tensor ``v`` can be passed as it is."""
-        conds = [] if kernel else [f"type({v}) is _T"]
+        conds = [] if kernel else [f"_type({v}) is _T"]
         if p.dtype != "any":
             conds.append(f"{v}.dtype is {self.const(TORCH_DTYPES[p.dtype or 'any'], 'dt')}")
         if not kernel:
@@ -872,7 +874,7 @@ class _Gen:
         if self.handle_capable and p.dtype == "any" and p.shape is None:
             # a bare void * may be an opaque handle
             self.emit(f"_h{i} = None")
-            self.emit(f"if type({v}) is {self.const(Handle, 'Handle')}:")
+            self.emit(f"if _type({v}) is {self.const(Handle, 'Handle')}:")
             self.indent()
             ffi = self.b.ffi
             addr = self.const(lambda h, W=self.where(p): int(ffi.cast("intptr_t", h._enter(W, None))), "haddr")
@@ -891,25 +893,22 @@ class _Gen:
         self.emit_array_value(p, kernel, grad_writes_ok)
 
     def emit_array_value(self, p: Param, kernel: bool, grad_writes_ok: bool = False) -> None:
+        """The fast path for a tensor that can go to C as it is, in one condition: its
+        storage (held for the call in _k) must hold every byte of it (contiguous here:
+        storage_offset + numel elements). Anything else, including a storage that is
+        too small, takes the general preparation, which explains the refusal."""
         i, v = p.index, p.pyname
-        ext = self.const(_check_storage, "ext")
-        W = self.lit(self.where(p))
-        if kernel:
-            self.emit(f"if {' and '.join(self.torch_fast(p, v, kernel))}:")
-        else:
-            # (a sparse CSR tensor raises in is_contiguous(): the general path explains)
-            self.emit("try:")
-            self.emit(f"    _fast = {' and '.join(self.torch_fast(p, v, kernel))}")
-            self.emit("except RuntimeError:")
-            self.emit("    _fast = False")
-            self.emit("if _fast:")
+        isz = TORCH_DTYPES[p.dtype].itemsize if p.dtype not in (None, "any") else f"{v}.element_size()"
+        conds = self.torch_fast(p, v, kernel) + [
+            f"(_k{i} := {v}.untyped_storage()).nbytes() >= {v}.storage_offset() * {isz} + {v}.nbytes"
+        ]
+        prep = f"_a{i}, _k{i}, _s{i}, _w{i}, _n{i}, _b{i} = {self.preparer(p, grad_writes_ok)}({v})"
+        if not kernel:
+            self.emit("try:")  # (a sparse CSR tensor raises in is_contiguous(): the general path explains)
+            self.indent()
+        self.emit(f"if {' and '.join(conds)}:")
         self.indent()
         self.emit(f"_a{i} = {v}.data_ptr()")
-        # the storage is held for the call, and must hold every byte of the tensor
-        # (contiguous here: storage_offset + numel elements)
-        self.emit(f"_k{i} = {v}.untyped_storage()")
-        isz = TORCH_DTYPES[p.dtype].itemsize if p.dtype not in (None, "any") else f"{v}.element_size()"
-        self.emit(f'if _k{i}.nbytes() < ({v}.storage_offset() + {v}.numel()) * {isz}: {ext}({v}, "{W}")')
         if self.needs_bytes:
             self.emit(f"_b{i} = {v}.nbytes")
         if p.written:
@@ -920,9 +919,11 @@ class _Gen:
             self.emit(f"_s{i} = {v}.size()")
         self.dedent()
         self.emit("else:")
-        self.indent()
-        self.emit(f"_a{i}, _k{i}, _s{i}, _w{i}, _n{i}, _b{i} = {self.preparer(p, grad_writes_ok)}({v})")
-        self.dedent()
+        self.emit(f"    {prep}")
+        if not kernel:
+            self.dedent()
+            self.emit("except RuntimeError:")
+            self.emit(f"    {prep}")
 
     def emit_absent(self, p: Param) -> None:
         i = p.index
@@ -950,7 +951,7 @@ class _Gen:
         ranges = ", ".join(f"('{p.name}', _a{p.index}, _b{p.index}, {p.written})" for p in arrays)
         self.emit(f"if {' or '.join(pairs)}:")
         self.indent()
-        self.emit(f"_e = {fn}([r for r in ({ranges},) if type(r[1]) is int], {self.fname!r})")
+        self.emit(f"_e = {fn}([r for r in ({ranges},) if _type(r[1]) is _int], {self.fname!r})")
         self.emit("if _e is not None: raise _e")
         self.dedent()
 
@@ -962,16 +963,16 @@ class _Gen:
         if p.scalar in ("int", "bool") and p.int_range is not None:
             lo, hi = p.int_range
             chk = self.const(lambda x, W=W, ct=p.ctype, r=p.int_range: _checked_int(x, W, ct, r), "int")
-            self.emit(f"if type({v}) is not int or not {lo} <= {v} <= {hi}: {v} = {chk}({v})")
+            self.emit(f"if _type({v}) is not _int or not {lo} <= {v} <= {hi}: {v} = {chk}({v})")
         elif p.scalar == "float":
             chk = self.const(lambda x, W=W, ct=p.ctype, bits=p.float_bits: _checked_float(x, W, ct, bits), "flt")
             if p.float_bits == 32:
                 self.emit(
-                    f"if type({v}) is not float or not (-{_FLT_MAX!r} <= {v} <= {_FLT_MAX!r}) or "
+                    f"if _type({v}) is not _float or not (-{_FLT_MAX!r} <= {v} <= {_FLT_MAX!r}) or "
                     f"(-{_FLT_NORMAL!r} < {v} < {_FLT_NORMAL!r} and {v} != 0.0): {v} = {chk}({v})"
                 )
             else:
-                self.emit(f"if type({v}) is not float: {v} = {chk}({v})")
+                self.emit(f"if _type({v}) is not _float: {v} = {chk}({v})")
 
     def emit_other(self, p: Param) -> str:
         """Strings, structs and raw pointers: emit their preparation, return the C argument."""
@@ -1444,27 +1445,7 @@ class _Gen:
                 self.dedent()
             else:
                 self.emit_array(p, kernel=True, grad_writes_ok=True)
-        products: list[tuple[Param, list[tuple[int, Dim]], bool]] = []
-        for p in arrays:
-            if p.shape is not None and not p.optional:
-                products.append((p, self.bind_shape(p, f"_s{p.index}", False), False))
-        self.emit_size_args(args)
-        for p in arrays:
-            if p.shape is not None and p.optional:
-                self.emit(f"if {p.pyname} is not None:")
-                self.indent()
-                products.append((p, self.bind_shape(p, f"_s{p.index}", True), True))
-                self.dedent()
-        array_var = {p.name: p.pyname for p in arrays}
-        fills = self.emit_fills(array_var, lambda p: None, defining=True)
-        for p, deferred, conditional in products:
-            if deferred:
-                if conditional:
-                    self.emit(f"if {p.pyname} is not None:")
-                    self.indent()
-                self.check_products(p, f"_s{p.index}", deferred)
-                if conditional:
-                    self.dedent()
+        fills = self.emit_sizes(arrays, args)
         empty = self.const(torch.empty, "empty")
         results = []
         for o in outs:
@@ -1480,7 +1461,7 @@ class _Gen:
             self.emit_alloc_failure(p, [self.dim_expr(d) for d in o.shape])
             self.emit(f"_a{p.index} = _out{p.index}.data_ptr()")
             results.append(f"_out{p.index}")
-        fills.update(self.emit_fills(array_var, lambda p: None, defining=False))
+        fills.update(self.emit_fills({p.name: p.pyname for p in arrays}, lambda p: None, defining=False))
         if len(arrays) > 1 and any(p.written for p in arrays):
             self.emit_overlaps(arrays)
         cargs = self.emit_scalars(fills, kernel=True)
@@ -1502,6 +1483,33 @@ class _Gen:
             f'output of shape {shape} ({p.dtype}): {{_x}}") from None'
         )
 
+    def emit_sizes(self, arrays: list[Param], args: list[OpArg]) -> Any:
+        """Operator kernel and shape rule alike: bind the arrays' shapes (optional ones
+        when given), the caller's size arguments and the fills that define sizes (they
+        may shape an output), then check the products that had to wait for them.
+        Returns what emit_fills returns."""
+        products: list[tuple[Param, list[tuple[int, Dim]], bool]] = []
+        for p in arrays:
+            if p.shape is not None and not p.optional:
+                products.append((p, self.bind_shape(p, f"_s{p.index}", False), False))
+        self.emit_size_args(args)
+        for p in arrays:
+            if p.shape is not None and p.optional:
+                self.emit(f"if {p.pyname} is not None:")
+                self.indent()
+                products.append((p, self.bind_shape(p, f"_s{p.index}", True), True))
+                self.dedent()
+        fills = self.emit_fills({p.name: p.pyname for p in arrays}, lambda p: None, defining=True)
+        for p, deferred, conditional in products:
+            if deferred:
+                if conditional:
+                    self.emit(f"if {p.pyname} is not None:")
+                    self.indent()
+                self.check_products(p, f"_s{p.index}", deferred)
+                if conditional:
+                    self.dedent()
+        return fills
+
     def emit_size_args(self, args: list[OpArg]) -> None:
         """Operator size arguments (plain ints in a kernel, SymInts in a shape rule)."""
         for a in args:
@@ -1513,7 +1521,7 @@ class _Gen:
                 self.emit(f"{self.z(sym)} = {a.name}")
             else:
                 self.fail_unless(
-                    f"type({a.name}) is int and {a.name} >= 0",
+                    f"_type({a.name}) is _int and {a.name} >= 0",
                     f'_ShapeError(f"{self.lit(self.fname)}(): {a.name} must be a size (an integer >= 0), got {{{a.name}!r}}")',
                 )
                 self.emit(f"{self.z(sym)} = {a.name}")
@@ -1547,27 +1555,7 @@ class _Gen:
             self.emit(f"if _dev is None: _dev = {v}.device")
             if p.optional:
                 self.dedent()
-        products: list[tuple[Param, list[tuple[int, Dim]], bool]] = []
-        for p in arrays:
-            if p.shape is not None and not p.optional:
-                products.append((p, self.bind_shape(p, f"_s{p.index}", False), False))
-        self.emit_size_args(args)
-        for p in arrays:
-            if p.shape is not None and p.optional:
-                self.emit(f"if {p.pyname} is not None:")
-                self.indent()
-                products.append((p, self.bind_shape(p, f"_s{p.index}", True), True))
-                self.dedent()
-        # fills that define sizes matter here (they may shape an output)
-        self.emit_fills({p.name: p.pyname for p in arrays}, lambda p: None, defining=True)
-        for p, deferred, conditional in products:
-            if deferred:
-                if conditional:
-                    self.emit(f"if {p.pyname} is not None:")
-                    self.indent()
-                self.check_products(p, f"_s{p.index}", deferred)
-                if conditional:
-                    self.dedent()
+        self.emit_sizes(arrays, args)
         empty = self.const(torch.empty, "empty")
         cpu = self.const(torch.device("cpu"), "cpu")
         results = []

@@ -578,3 +578,6 @@ def _import_extension(modname: str, path: Path) -> Any:
         spec.loader.exec_module(module)
         _loaded[modname] = module
         return module
+
+
+__all__ = ["compile", "load", "cache_dir"]

@@ -238,3 +238,6 @@ def prune(root: Path, keep: str = "", max_bytes: int | None = None) -> list[str]
         total -= size
         removed.append(name)
     return removed
+
+
+__all__ = ["directory", "limit", "info", "clear", "prune", "DEFAULT_LIMIT", "MODULE_PREFIX"]

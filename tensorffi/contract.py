@@ -296,3 +296,6 @@ def parse_contract(text: str | None) -> Contract:
             f"or 'NAME: acquire'"
         )
     return contract
+
+
+__all__ = ["parse_contract", "Contract", "ArraySpec", "Fill", "Dim", "CallbackSpec", "ROLES", "RETURNS"]

@@ -120,6 +120,11 @@ class CancelledError(NativeError):
     """TF_EINTERRUPTED: the computation was stopped by a callback (cancellation)."""
 
 
+class StorageChangedError(TensorFFIError, RuntimeError):
+    """A progress callback resized, freed or replaced the storage of a tensor that the
+    running C call reads or writes; the call was stopped before touching it again."""
+
+
 class NativeIOError(NativeError, OSError):
     """TF_EIO: an operating-system I/O call failed."""
 

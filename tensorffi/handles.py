@@ -207,6 +207,11 @@ class Handle:
         state = "closed" if self._state.closed else "open"
         return f"<tensorffi.Handle {self._state.name} ({self.ctype}) {state}>"
 
+    def _repr_html_(self) -> str:
+        from ._display import handle_html
+
+        return handle_html(self)
+
     def __reduce__(self) -> Any:
         raise TypeError(
             f"{self!r} cannot be pickled: it stands for C state inside this process (open it again in the worker)"

@@ -325,11 +325,11 @@ class _Progress:
             self.held.check()
 
     def _draw(self, done: int, total: int) -> None:
-        if self.bar is None:
-            from tqdm.auto import tqdm
+        if self.bar is None:  # the bar that fits the host (tensorffi._progress)
+            from ._progress import Bar
 
-            self.bar = tqdm(total=total, desc="read_csv", unit="B", unit_scale=True, unit_divisor=1000)
-        self.bar.update(done - self.bar.n)
+            self.bar = Bar("read_csv", "B", unit_scale=True)
+        self.bar(done, total)
 
     def close(self) -> None:
         if self.bar is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+from . import _display
 from ._decl import Declarations
 from .bridge import BoundFunction, Struct
 from .contract import parse_contract
@@ -61,7 +62,12 @@ class Library:
         check_contracts(contracts)
         unknown = set(self._contracts) - set(decls.functions)
         if unknown:
-            raise ContractError(f"contracts name functions that are not declared: {', '.join(sorted(unknown))}")
+            declared = sorted(n for n in decls.functions if not n.startswith(SHIM_PREFIX))
+            raise ContractError(
+                f"contracts name functions that are not declared: {', '.join(sorted(unknown))} (declared: "
+                f"{', '.join(declared[:12]) or 'none'}{', ...' if len(declared) > 12 else ''}); "
+                f"check the spelling, and that the function is not static"
+            )
         for name in decls.functions:
             if not name.startswith(SHIM_PREFIX):
                 self._bind(name)
@@ -85,6 +91,7 @@ class Library:
             resolve=lambda fname: getattr(self.raw, fname),
             native=self._native,
         ).call
+        _display.decorate(bound)  # attributes for help() and notebooks; the call is unchanged
         self._bound[name] = bound
         return bound
 
@@ -101,13 +108,26 @@ class Library:
         bound = self.__dict__.get("_bound")
         if bound is not None and name in bound:
             return bound[name]
-        raise AttributeError(f"{self!r} declares no function {name!r}")
+        if name.startswith("_") or bound is None:
+            raise AttributeError(name)
+        import difflib
+
+        close = difflib.get_close_matches(name, list(bound), n=3)
+        hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else (
+            f"; it binds {', '.join(sorted(bound)[:8])}{', ...' if len(bound) > 8 else ''}" if bound else "")
+        raise AttributeError(
+            f"tensorffi.Library {self.__dict__.get('_description') or '?'} has no function {name!r}{hint} "
+            f"(only functions with external linkage that the declarations name are bound)"
+        )
 
     def __dir__(self) -> list[str]:
         return sorted(set(super().__dir__()) | set(self._bound))
 
     def __repr__(self) -> str:
-        return f"<tensorffi.Library {self._description or '?'}: {len(self._bound)} functions>"
+        return repr(_display.LibraryView(self))
+
+    def _repr_html_(self) -> str:
+        return _display.LibraryView(self)._repr_html_()
 
     def __reduce__(self) -> tuple[Any, ...]:
         if self._reopen is None:
@@ -118,3 +138,6 @@ class Library:
 
 def _reopen(fn: Callable[..., Library], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Library:
     return fn(*args, **kwargs)
+
+
+__all__ = ["Library", "check_contracts"]

@@ -8,9 +8,15 @@ The acceleration of body ``i`` is ``sum_{j != i} G m_j (r_j - r_i) / (|r_j - r_i
 NumPy arrays; results come back in the caller's kind and dtype.
 
 The whole run (all steps) is one C call: it releases the GIL, spreads bodies or
-systems over ``threads`` threads, uses AVX2/AVX-512 force kernels when the CPU has
-them, reports progress (``progress=True`` draws a tqdm bar) and stops at a step
-boundary on Ctrl-C (the ``KeyboardInterrupt`` is re-raised).
+systems over up to ``threads`` threads (only as many as the work pays for: small calls
+run on the calling thread), uses AVX2/AVX-512 force kernels when the CPU has them,
+reports progress (``progress=True`` draws a tqdm bar) and stops at a step boundary on
+Ctrl-C (the ``KeyboardInterrupt`` is re-raised).
+
+A pair of bodies at exactly zero distance (possible only with ``softening=0``) exerts
+no force and adds no potential energy, instead of turning every coordinate into NaN;
+any other pair follows the formula (two bodies very close together without softening
+still feel huge forces).
 
 >>> import torch, tensorffi.physics as ph
 >>> pos = torch.tensor([[-0.5, 0.0, 0.0], [0.5, 0.0, 0.0]], dtype=torch.float64)
@@ -246,14 +252,18 @@ def nbody(
         record_every: ``k`` to also return the trajectory: positions after steps
             ``k, 2k, ..., T*k`` (``T = steps // k``), shape ``(B, T, N, 3)`` (``(T, N, 3)``
             for unbatched input), allocated once and filled by C.
-        progress: ``True`` for a tqdm bar, or a callable ``progress(done, total)`` in steps.
-        threads: threads to use (default: :func:`tensorffi.get_num_threads`).
+        progress: ``True`` for a tqdm bar, or a callable ``progress(done, total)`` in steps,
+            called about every 0.1 s from the calling thread while no other thread
+            touches the arrays. If it resizes or frees the storage of a tensor the call
+            uses, the run stops before touching it again and raises
+            :class:`tensorffi.errors.StorageChangedError`.
+        threads: the most threads to use (default: :func:`tensorffi.get_num_threads`).
 
     Returns:
         ``(pos, vel)`` or ``(pos, vel, trajectory)``, new arrays of the caller's kind and dtype.
 
-    With ``softening=0`` a body exerts no force on itself, but two distinct bodies at
-    the same place give inf/NaN, as the formula does; NaN in the state propagates.
+    A pair at exactly zero distance exerts no force (with ``softening=0``: the body
+    itself, or two bodies at the same place); NaN in the state propagates.
 
     >>> import numpy as np, tensorffi.physics as ph
     >>> pos = np.array([[1.0, 0, 0], [-1.0, 0, 0]]); vel = np.zeros((2, 3)); mass = np.ones(2)
@@ -281,9 +291,10 @@ def nbody_(
     """:func:`nbody`, advancing ``pos`` and ``vel`` in place; returns them (and the trajectory).
 
     ``pos`` and ``vel`` must be contiguous and writable (a NumPy array that is not
-    read-only, a tensor that does not require grad). If the run is interrupted
-    (Ctrl-C, an exception in ``progress``), they hold the state of the last completed
-    step (with several threads over whole systems, each system's own last step).
+    read-only, a tensor that does not require grad). They are written once per step,
+    when the step is complete, so a ``progress`` callback sees, and an interrupted run
+    (Ctrl-C, an exception in ``progress``) leaves, the state after a whole number of
+    steps (with several threads over whole systems, each system's own last step).
 
     >>> import torch, tensorffi.physics as ph
     >>> pos = torch.tensor([[1.0, 0, 0], [-1.0, 0, 0]]); vel = torch.zeros(2, 3)
@@ -303,7 +314,8 @@ def energy(pos: Array, vel: Array, mass: Array, G: float = 1.0, softening: float
     """Total energy of each system: ``sum m v^2 / 2 - sum_{i<j} G m_i m_j / sqrt(r_ij^2 + eps^2)``.
 
     Accumulated in float64 and returned in the input dtype: shape ``(B,)`` for batched
-    input, a scalar (0-d tensor, NumPy scalar) otherwise.
+    input, a scalar (0-d tensor, NumPy scalar) otherwise. With ``softening=0`` a pair at
+    exactly zero distance is left out (as from the forces of :func:`nbody`).
 
     >>> import numpy as np, tensorffi.physics as ph
     >>> float(ph.energy(np.array([[0.0, 0, 0], [2.0, 0, 0]]), np.zeros((2, 3)), np.ones(2)))

@@ -30,8 +30,9 @@ RETURNS = ("status", "count", "value", "none", "handle")
 
 
 def pyname(name: str) -> str:
-    """A C name as a Python argument name (``in`` -> ``in_``)."""
-    return name + "_" if keyword.iskeyword(name) or name == "self" else name
+    """A C name as a Python argument name (``in`` -> ``in_``; ``_r`` -> ``_r_``: names
+    starting with ``_`` are the generated code's own)."""
+    return name + "_" if keyword.iskeyword(name) or name == "self" or name.startswith("_") else name
 
 
 @dataclass
@@ -344,24 +345,20 @@ def build_plan(
             deps[p.name] = {s for d in src.shape or () for s in d.symbols} if src.role == "out" else set()
     defining = {n for n in deps if n in symbols}  # fills whose parameter is itself a size
 
+    # A fill depends on the symbols of its expression; only those that are
+    # themselves defined by a fill can close a circle.
     def visit(node: str, stack: list[str]) -> None:
         if node in stack:
             cycle = stack[stack.index(node):] + [node]
-            clause = by_name[stack[0]].clause if stack[0] in by_name else ""
+            clause = by_name[cycle[0]].clause
             if len(cycle) == 2:
                 raise fail(f"'{node}' is defined in terms of itself", clause)
             raise fail(f"sizes defined in a circle: {' -> '.join(cycle)}", clause)
-        if node not in defining and node != (stack[0] if stack else None):
-            return
-        for dep in sorted(deps.get(node, ())):
-            if dep in defining or dep == node:
-                visit(dep, stack + [node])
+        for dep in sorted(deps[node] & defining):
+            visit(dep, stack + [node])
 
     for n in sorted(deps):
         visit(n, [])
-        # a plain fill may depend on a symbol that is its own definition's output
-        if n in deps[n]:
-            raise fail(f"'{n}' is defined in terms of itself", by_name[n].clause)
 
     order: list[str] = []
     placed: set[str] = set()

@@ -110,15 +110,21 @@ def test_matches_reference(rng, kind, dtype, method, softening, batched):
 @pytest.mark.parametrize("simd", ["scalar", "avx2", "avx512"])
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_every_simd_level_matches_reference(rng, monkeypatch, simd, dtype):
-    # Capped at what the CPU has: on a machine without AVX-512 "avx512" runs AVX2.
+    from conftest import require_simd
+
     monkeypatch.setenv("TENSORFFI_SIMD", simd)
-    for b, n in [(1, 1), (2, 5), (1, 33), (2, 70), (1, 128), (2, 203)]:
+    require_simd("physics", simd)  # the level asked for is the one that runs (skips if the CPU lacks it)
+    # up to several of the pair-once kernel's L1 tiles of j (584 float32, 288 float64)
+    for b, n in [(1, 1), (2, 5), (1, 33), (2, 70), (1, 128), (2, 203), (1, 1301)]:
         for softening in (0.0, 0.1):
             pos, vel, mass = random_system(rng, b, n, DTYPES[dtype])
             rp, rv = ref_nbody(pos, vel, mass, dt=1e-2, steps=3, softening=softening)
             p, v = ph.nbody(pos, vel, mass, dt=1e-2, steps=3, softening=softening)
             assert_close_to(p, rp, rp, TOL[dtype][0])
             assert_close_to(v - vel, rv - vel, rv - vel, TOL[dtype][1])
+            e = ph.energy(pos, vel, mass, softening=softening)  # its vectorised row sums
+            np.testing.assert_allclose(e, ref_energy(pos, vel, mass, softening=softening),
+                                       rtol=1e-6 if dtype == "float32" else 1e-12)
 
 
 def test_mass_of_shape_n_is_shared_by_all_systems(rng, kind):
@@ -293,12 +299,34 @@ def test_nan_propagates_without_a_crash(rng, kind, softening):
     assert np.isfinite(p[1]).all() and np.isfinite(v[1]).all()  # system 1 is independent
 
 
-def test_coincident_bodies_without_softening_follow_the_formula():
-    pos = np.array([[0.0, 0, 0], [0.0, 0, 0], [3.0, 0, 0]])
-    p, v = ph.nbody(pos, np.zeros((3, 3)), np.ones(3), dt=0.1, method="symplectic_euler")
-    assert not np.isfinite(v[:2]).all()  # 0/0 between the two coincident bodies
-    p, v = ph.nbody(pos, np.zeros((3, 3)), np.ones(3), dt=0.1, softening=0.1, method="symplectic_euler")
-    assert np.isfinite(v).all() and v[0, 0] > 0
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("n_extra", [1, 200])  # the all-pairs kernel, and the row kernel (>= 128 bodies)
+def test_a_pair_at_zero_distance_exerts_no_force(rng, dtype, n_extra):
+    # Two coincident bodies and softening 0: their pair is left out of forces and
+    # potential (it would be inf * 0 = NaN, and -inf); every other pair follows the formula.
+    pos = rng.normal(size=(2 + n_extra, 3))
+    pos[1] = pos[0]
+    vel = 0.1 * rng.normal(size=pos.shape)
+    mass = rng.uniform(0.5, 1.5, size=len(pos)) / len(pos)
+    pos, vel, mass = pos.astype(dtype), vel.astype(dtype), mass.astype(dtype)
+    p64, v64, m64 = (a.astype(np.float64) for a in (pos, vel, mass))
+    d = p64[None, :, :] - p64[:, None, :]  # d[i, j] = r_j - r_i
+    d2 = (d * d).sum(-1)
+    w = np.where(d2 > 0, d2, np.inf) ** -1.5  # 0 for the pairs at zero distance
+    want_dv = 1e-3 * (m64[None, :, None] * d * w[..., None]).sum(1)
+    for threads in (1, 3):
+        p, v = ph.nbody(pos, vel, mass, dt=1e-3, method="symplectic_euler", threads=threads)
+        assert np.isfinite(p).all() and np.isfinite(v).all()
+        assert_close_to(v - vel, want_dv, want_dv, TOL[dtype][1])
+    iu = np.triu_indices(len(pos), 1)
+    pairs = d2[iu] > 0
+    want_e = 0.5 * (m64 * (v64 * v64).sum(-1)).sum() - (
+        m64[iu[0]][pairs] * m64[iu[1]][pairs] / np.sqrt(d2[iu][pairs])
+    ).sum()
+    assert float(ph.energy(pos, vel, mass)) == pytest.approx(want_e, rel=1e-5 if dtype == "float32" else 1e-12)
+    # with softening the pair follows the formula: no force (dx = 0) and a finite energy
+    p, v = ph.nbody(pos, vel, mass, dt=1e-3, softening=0.1, method="symplectic_euler")
+    assert np.isfinite(v).all() and np.isfinite(ph.energy(pos, vel, mass, softening=0.1))
 
 
 def test_negative_dt_runs_backwards(rng):
@@ -393,7 +421,7 @@ def test_bad_input_names_the_argument(rng, kind):
     for args, kwargs, exc, word in cases:
         with pytest.raises(exc, match=word):
             ph.nbody(*args, **kwargs)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="'dt'"):
         ph.nbody(pos, vel, mass)  # dt is required
 
 
@@ -505,6 +533,26 @@ def test_an_exception_in_progress_stops_the_run(rng, threads):
     assert np.isfinite(p).all() and not np.array_equal(p, pos)  # a completed step boundary
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("victim", ["pos", "vel", "mass"])
+@pytest.mark.parametrize("how", ["resize_", "free"])
+def test_a_callback_that_resizes_or_frees_a_storage_stops_the_run(rng, threads, victim, how):
+    # The hostile-input regression: C must not write (or read) freed memory. Under
+    # ASan (tests/README.md) the old code failed with heap-use-after-free here.
+    tensors = dict(zip(("pos", "vel", "mass"), (torch.from_numpy(a).clone() for a in long_run_system(rng))))
+
+    def progress(done, total):
+        t = tensors[victim]
+        if how == "resize_":
+            t.resize_(10**6, 3)
+        else:
+            t.untyped_storage().resize_(0)
+
+    with pytest.raises(tensorffi.errors.StorageChangedError, match=victim):
+        ph.nbody_(tensors["pos"], tensors["vel"], tensors["mass"], dt=1e-4, steps=20_000, progress=progress,
+                  threads=threads)
+
+
 def test_ctrl_c_stops_promptly(rng):
     pos, vel, mass = long_run_system(rng)
 
@@ -523,21 +571,16 @@ def test_ctrl_c_stops_promptly(rng):
 
 
 def test_the_gil_is_released(rng):
+    """Another Python thread runs while C integrates (tests/conftest.py explains the
+    proof: no timing, no sleeps)."""
+    from conftest import gil_released_between_reports
+
     pos, vel, mass = random_system(rng, 1, 1500, np.float32, batched=False)
-    done = threading.Event()
-
-    def work():
-        ph.nbody(pos, vel, mass, dt=1e-4, steps=200, threads=1)
-        done.set()
-
-    t = threading.Thread(target=work)
-    t.start()
-    ticks = 0
-    while not done.is_set():
-        ticks += 1
-        time.sleep(0.001)
-    t.join()
-    assert ticks > 5  # the main thread ran Python while C integrated
+    seen = gil_released_between_reports(
+        lambda steps, progress: ph.nbody(pos, vel, mass, dt=1e-4, steps=steps, threads=1, progress=progress),
+        [50 * 2**k for k in range(7)],
+    )
+    assert seen[0] == 0 and seen[-1] == 1, seen
 
 
 def test_demo_runs():

@@ -16,6 +16,7 @@ from conftest import as_kind, to_numpy
 
 CDEF = """
 void fill_opt(const float *x, float *y, int64_t m);
+void fill_opt2(const float *x, float *y, int64_t len);
 void dupl(const float *x, float *y, int64_t n);
 void flat(const float *x, float *y, int64_t n);
 void process_data(float *data, int size);
@@ -30,6 +31,7 @@ SRC = r"""
 #include <stdint.h>
 #include <string.h>
 void fill_opt(const float *x, float *y, int64_t m) { for (int64_t i = 0; i < m; i++) y[i] = x ? 2 * x[i] : (float)i; }
+void fill_opt2(const float *x, float *y, int64_t len) { fill_opt(x, y, len); }
 void dupl(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) { y[2 * i] = x[i]; y[2 * i + 1] = x[i]; } }
 void flat(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = x[i] + 1; }
 void process_data(float *data, int size) { for (int i = 0; i < size; i++) data[i] = 2.0f * data[i] + 1.0f; }
@@ -42,6 +44,7 @@ void add_into(const double *x, double *y, int64_t n) { for (int64_t i = 0; i < n
 """
 CONTRACTS = {
     "fill_opt": "x: in? [m]; y: out [m]",
+    "fill_opt2": "x: in? [m]; y: out [m]; len = m",
     "dupl": "x: [n]; y: out [2*n]",
     "flat": "x: [b, k]; y: out [n]; n = b*k",
     "process_data": "data: [size]",
@@ -102,6 +105,13 @@ def test_a_size_bound_only_by_an_optional_array_is_a_keyword(lib, kind, rng):
     np.testing.assert_array_equal(to_numpy(lib.fill_opt(x=as_kind(x, kind), m=5)), 2 * x)
     with pytest.raises(ShapeError, match="argument 'm' is 4, but the array shapes give m = 5"):
         lib.fill_opt(x=as_kind(x, kind), m=4)
+    # the same with a size that is no parameter (len = m): m= is a keyword argument
+    with pytest.raises(ShapeError, match="pass m="):
+        lib.fill_opt2()
+    np.testing.assert_array_equal(to_numpy(lib.fill_opt2(m=3)), [0, 1, 2])
+    np.testing.assert_array_equal(to_numpy(lib.fill_opt2(x=as_kind(x, kind))), 2 * x)
+    with pytest.raises(ShapeError, match="m=4 was passed, but m = 5"):
+        lib.fill_opt2(x=as_kind(x, kind), m=4)
 
 
 def test_a_fill_defines_its_size_for_outputs(lib, kind, rng):

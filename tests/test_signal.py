@@ -56,7 +56,8 @@ def _design(rng, order, kind, btype, lo, hi) -> np.ndarray:
 
 
 def rel_err(y, ref) -> float:
-    y, ref = to_numpy(y).astype(np.float64), np.asarray(ref, dtype=np.float64)
+    """max |y - ref| / max |ref| (real or complex)."""
+    y, ref = to_numpy(y).astype(np.complex128), np.asarray(to_numpy(ref), dtype=np.complex128)
     scale = np.max(np.abs(ref)) if ref.size else 1.0
     return float(np.max(np.abs(y - ref)) / (scale or 1.0)) if ref.size else 0.0
 
@@ -80,7 +81,7 @@ def test_sosfilt_matches_scipy_random_filters(kind, dtype, rng):
         sos = random_sos(rng)
         shape, axis = random_shape(rng, int(rng.integers(50, 700)))
         x = rng.standard_normal(shape).astype(dtype)
-        y = tsig.sosfilt(sos, as_kind(x, kind), axis=axis)
+        y = tsig.sosfilt(sos, as_kind(x, kind), axis=axis, dtype=dtype)  # float64 sos: dtype= keeps float32
         assert type(y) is type(as_kind(x, kind))
         assert y.shape == x.shape and to_numpy(y).dtype == dtype
         ref = ss.sosfilt(sos, x.astype(np.float64), axis=axis)
@@ -99,7 +100,7 @@ def test_sosfilt_every_axis_with_zi(kind, dtype, rng):
         zshape = list(xa.shape)
         zshape[axis] = 2
         zi = rng.standard_normal([sos.shape[0]] + zshape).astype(dtype)
-        y, zf = tsig.sosfilt(sos, as_kind(xa, kind), axis=axis, zi=as_kind(zi, kind))
+        y, zf = tsig.sosfilt(sos, as_kind(xa, kind), axis=axis, zi=as_kind(zi, kind), dtype=dtype)
         ry, rzf = ss.sosfilt(sos, xa.astype(np.float64), axis=axis, zi=zi.astype(np.float64))
         tol = 1e-12 if dtype == np.float64 else 1e-5
         assert rel_err(y, ry) <= tol
@@ -118,7 +119,7 @@ def test_float32_poles_near_unit_circle_stay_accurate(rng):
         assert not tsig.uses_float32_arithmetic(sos)
         x = (np.cumsum(rng.standard_normal((3, 4000)), axis=1) * 0.01).astype(np.float32)
         ref = ss.sosfilt(sos, x.astype(np.float64))
-        assert rel_err(tsig.sosfilt(sos, x), ref) <= 1e-6
+        assert rel_err(tsig.sosfilt(sos, x, dtype=np.float32), ref) <= 1e-6
     assert tsig.uses_float32_arithmetic(ss.butter(8, 0.2, output="sos"))
     assert lib.tf_signal_f32_arith(tensorffi.core.ffi.NULL, 0) == 1
 
@@ -132,7 +133,7 @@ def test_float32_arithmetic_accuracy_near_the_threshold(rng):
             continue
         found += 1
         x = rng.standard_normal((8, 3000)).astype(np.float32) + np.float32(rng.uniform(-3, 3))
-        assert rel_err(tsig.sosfilt(sos, x), ss.sosfilt(sos, x.astype(np.float64))) <= 1e-5
+        assert rel_err(tsig.sosfilt(sos.astype(np.float32), x), ss.sosfilt(sos, x.astype(np.float64))) <= 1e-5
 
 
 def test_one_channel_equals_the_same_channel_in_a_batch(rng):
@@ -140,26 +141,102 @@ def test_one_channel_equals_the_same_channel_in_a_batch(rng):
     for dtype in (np.float32, np.float64):
         sos = random_sos(rng, order=8)
         x = rng.standard_normal((9, 1000)).astype(dtype)
-        batch = tsig.sosfilt(sos, x)
+        batch = tsig.sosfilt(sos, x, dtype=dtype)
         for c in (0, 4, 8):
-            assert_array_equal(tsig.sosfilt(sos, x[c]), batch[c])
+            assert_array_equal(tsig.sosfilt(sos, x[c], dtype=dtype), batch[c])
+
+
+SIMD_LEVELS = {"scalar": 0, "avx2": 1, "avx512": 2}
+
+
+def _cpu_simd(monkeypatch) -> int:
+    monkeypatch.delenv("TENSORFFI_SIMD", raising=False)
+    return int(lib.tf_simd_level())
+
+
+def _complex_sos(rng, order: int) -> np.ndarray:
+    """A stable filter with genuinely complex coefficients: a real design, rotated
+    in frequency by a random angle (z -> z e^{-i w}), so its poles stay inside."""
+    sos = random_sos(rng, order=order, lo=0.1, hi=0.6).astype(np.complex128)
+    w = np.exp(1j * rng.uniform(0.1, 1.0))
+    sos[:, 1] *= w
+    sos[:, 2] *= w * w
+    sos[:, 4] *= w
+    sos[:, 5] *= w * w
+    return sos
+
+
+# shapes reaching every kernel: channels in lanes with transposes (rows of one
+# channel, rows of complex pairs), lanes adjacent in memory, partial groups,
+# a lone channel (the wavefront, three widths by the number of sections)
+_LEVEL_SHAPES = (((13, 203), -1), ((203, 13), 0), ((1, 203), -1), ((3, 203, 37), 1), ((40, 130), -1), ((2, 97, 3), 1))
 
 
 @pytest.mark.parametrize("simd", ["scalar", "avx2", "avx512"])
 def test_every_simd_level(monkeypatch, simd, rng):
+    if _cpu_simd(monkeypatch) < SIMD_LEVELS[simd]:
+        pytest.skip("CPU lacks AVX-512" if simd == "avx512" else "CPU lacks AVX2")
     monkeypatch.setenv("TENSORFFI_SIMD", simd)
-    for dtype, tol in ((np.float64, 1e-12), (np.float32, 1e-5)):
-        for sos in (random_sos(rng, order=10), ss.butter(8, 0.2, output="sos")):
-            for shape, axis in (((13, 400), -1), ((400, 13), 0), ((1, 400), -1), ((3, 400, 37), 1)):
-                x = rng.standard_normal(shape).astype(dtype)
-                zshape = list(shape)
-                zshape[axis] = 2
-                zi = rng.standard_normal([sos.shape[0]] + zshape)
-                y, zf = tsig.sosfilt(sos, x, axis=axis, zi=zi.astype(dtype))
-                ry, rzf = ss.sosfilt(sos, x.astype(np.float64), axis=axis, zi=zi.astype(dtype).astype(np.float64))
-                assert rel_err(y, ry) <= tol and rel_err(zf, rzf) <= tol
-                yy = tsig.sosfiltfilt(sos, x, axis=axis)
-                assert rel_err(yy, ss.sosfiltfilt(sos, x.astype(np.float64), axis=axis)) <= tol * 10
+    assert lib.tf_signal_simd() == SIMD_LEVELS[simd] and tsig.simd_level() == simd  # the level that runs
+    designs = [ss.butter(8, 0.2, output="sos"), ss.butter(8, 0.03, output="sos"),  # f32 / f32 data in f64
+               random_sos(rng, order=4), random_sos(rng, order=12), random_sos(rng, order=22)]
+    for sos in designs:
+        for shape, axis in _LEVEL_SHAPES:
+            zshape = list(shape)
+            zshape[axis] = 2
+            zi = rng.standard_normal([sos.shape[0]] + zshape)
+            x = rng.standard_normal(shape)
+            for dtype, tol in ((np.float64, 0), (np.float32, 1e-5), (np.complex128, 0), (np.complex64, 1e-5)):
+                xd = (x + 1j * rng.standard_normal(shape) if np.dtype(dtype).kind == "c" else x).astype(dtype)
+                zd = zi.astype(dtype)
+                y, zf = tsig.sosfilt(sos, xd, axis=axis, zi=zd, dtype=dtype)
+                assert y.dtype == dtype and zf.dtype == dtype
+                ry, rzf = ss.sosfilt(sos, xd.astype(np.complex128 if np.dtype(dtype).kind == "c" else np.float64),
+                                     axis=axis, zi=zd.astype(np.complex128 if np.dtype(dtype).kind == "c" else np.float64))
+                if tol == 0:  # float64 and complex128: SciPy's operations, bitwise
+                    assert_array_equal(y, ry)
+                    assert_array_equal(zf, rzf)
+                else:
+                    assert rel_err(y, ry) <= tol and rel_err(zf, rzf) <= 10 * tol
+                yy = tsig.sosfiltfilt(sos, xd, axis=axis, padlen=20, dtype=dtype)
+                ref = ss.sosfiltfilt(sos, xd.astype(np.complex128 if np.dtype(dtype).kind == "c" else np.float64),
+                                     axis=axis, padlen=20)
+                if tol == 0:
+                    assert_array_equal(yy, ref)
+                else:
+                    assert rel_err(yy, ref) <= 10 * tol
+    # complex coefficients (their own kernels)
+    for order in (2, 7, 10):
+        csos = _complex_sos(rng, order)
+        for shape, axis in _LEVEL_SHAPES:
+            x = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+            zshape = list(shape)
+            zshape[axis] = 2
+            zi = rng.standard_normal([csos.shape[0]] + zshape) + 1j * rng.standard_normal([csos.shape[0]] + zshape)
+            y, zf = tsig.sosfilt(csos, x, axis=axis, zi=zi)
+            ry, rzf = ss.sosfilt(csos, x, axis=axis, zi=zi)
+            assert_array_equal(y, ry)
+            assert_array_equal(zf, rzf)
+            y64 = tsig.sosfilt(csos, x.astype(np.complex64), axis=axis, dtype=np.complex64)
+            assert y64.dtype == np.complex64 and rel_err(y64, ss.sosfilt(csos, x, axis=axis)) <= 1e-4
+            yy = tsig.sosfiltfilt(csos, x, axis=axis, padlen=20)
+            assert rel_err(yy, ss.sosfiltfilt(csos, x, axis=axis, padlen=20)) <= 1e-12
+    # the adjoint (backward) on this level, against the time-reversed filter
+    sos = torch.from_numpy(ss.butter(6, 0.25, output="sos"))
+    for shape in ((13, 150), (1, 150), (3, 150, 20)):
+        for dt, tol in ((torch.float64, 1e-12), (torch.float32, 1e-5), (torch.complex128, 1e-12)):
+            x = torch.randn(shape, dtype=dt, requires_grad=True)
+            gy = torch.randn(shape, dtype=dt)
+            (tsig.sosfilt(sos.to(dt.to_real()), x, axis=1) * gy.conj()).real.sum().backward()
+            ref = ss.sosfilt(sos.numpy(), gy.numpy()[:, ::-1], axis=1)[:, ::-1]
+            assert rel_err(x.grad, ref) <= tol
+
+
+def test_default_simd_level_is_one_this_cpu_has(monkeypatch):
+    cpu = _cpu_simd(monkeypatch)
+    assert 0 <= lib.tf_signal_simd() <= cpu
+    monkeypatch.setenv("TENSORFFI_SIMD", "scalar")
+    assert lib.tf_signal_simd() == 0 and tsig.simd_lanes(np.float64) == 2
 
 
 # --------------------------------------------------------------------------- #
@@ -173,13 +250,13 @@ def test_streaming_in_chunks_equals_one_call(kind, dtype, rng):
         sos = random_sos(rng)
         x = rng.standard_normal((nch, 2000)).astype(dtype)
         zi0 = rng.standard_normal((sos.shape[0], nch, 2)).astype(dtype)
-        whole, zf_whole = tsig.sosfilt(sos, as_kind(x, kind), zi=as_kind(zi0, kind))
+        whole, zf_whole = tsig.sosfilt(sos, as_kind(x, kind), zi=as_kind(zi0, kind), dtype=dtype)
         cuts = np.sort(rng.choice(np.arange(1, 2000), size=int(rng.integers(1, 12)), replace=False))
         cuts = np.concatenate([[0], cuts, [0, 0], cuts[-1:], [2000]])  # includes empty chunks
         cuts = np.sort(cuts)
         parts, z = [], as_kind(zi0, kind)
         for a, b in zip(cuts[:-1], cuts[1:]):
-            part, z = tsig.sosfilt(sos, as_kind(x[:, a:b], kind), zi=z)
+            part, z = tsig.sosfilt(sos, as_kind(x[:, a:b], kind), zi=z, dtype=dtype)
             parts.append(to_numpy(part))
         chunked = np.concatenate(parts, axis=1)
         if dtype == np.float64 or tsig.uses_float32_arithmetic(sos):
@@ -240,26 +317,51 @@ def test_permuted_input_is_not_copied_and_keeps_its_layout(rng):
     assert rel_err(yt, ss.sosfilt(sos, t.numpy())) <= 1e-12
 
 
-def test_dtypes_follow_the_rules(rng):
+def test_dtypes_follow_scipy_and_torch_promotion(rng):
     sos = ss.butter(4, 0.3, output="sos")
     xi = rng.integers(-100, 100, size=(3, 50))
-    for dt in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.bool_):
-        x = xi.astype(dt)
-        y = tsig.sosfilt(sos, x)
-        ref = ss.sosfilt(sos, x)
-        assert y.dtype == ref.dtype == np.float64 and rel_err(y, ref) <= 1e-12
-        # with a float32 sos, SciPy's promotion rules give float32 for small integers
-        y32 = tsig.sosfilt(sos.astype(np.float32), x)
-        assert y32.dtype == np.result_type(x.dtype, np.float32)
-    # float32 stays float32 even with a float64 sos (SciPy would promote)
-    assert tsig.sosfilt(sos, xi.astype(np.float32)).dtype == np.float32
-    assert tsig.sosfilt(sos.astype(np.float32), xi.astype(np.float64)).dtype == np.float64
-    assert tsig.sosfilt(sos, xi.astype(np.float16)).dtype == np.float32
-    # torch: same rules, torch out
-    for tdt, want in ((torch.int16, torch.float64), (torch.float32, torch.float32), (torch.float64, torch.float64),
-                      (torch.float16, torch.float32), (torch.bfloat16, torch.float32)):
-        y = tsig.sosfilt(torch.from_numpy(sos), torch.from_numpy(xi).to(tdt))
-        assert isinstance(y, torch.Tensor) and y.dtype == want
+    # NumPy: result_type(sos, x, zi), SciPy's rule
+    for sdt in (np.float32, np.float64, np.complex64, np.complex128):
+        for xdt in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.bool_, np.float32, np.float64,
+                    np.complex64, np.complex128):
+            s, x = sos.astype(sdt), xi.astype(xdt)
+            y = tsig.sosfilt(s, x)
+            ref = ss.sosfilt(s, x)
+            assert y.dtype == ref.dtype == np.result_type(s, x), (sdt, xdt)
+            assert rel_err(y, ref) <= (1e-12 if ref.dtype.itemsize >= 8 and ref.dtype != np.complex64 else 1e-5)
+            for zdt in (np.float32, np.complex64, np.float64):
+                zi = np.zeros((2, 3, 2), zdt)
+                y, zf = tsig.sosfilt(s, x, zi=zi)
+                assert y.dtype == zf.dtype == ss.sosfilt(s, x, zi=zi)[0].dtype
+    # where SciPy refuses, we widen: integer results in float64, float16 in float32
+    assert tsig.sosfilt(sos.astype(np.int64), xi).dtype == np.float64
+    assert tsig.sosfilt(sos.astype(np.float16), xi.astype(np.float16)).dtype == np.float32
+    # dtype= overrides: float32 data, float64 sos, float32 arithmetic
+    y32 = tsig.sosfilt(sos, xi.astype(np.float32), dtype=np.float32)
+    assert y32.dtype == np.float32 and rel_err(y32, ss.sosfilt(sos.astype(np.float32), xi.astype(np.float32))) <= 1e-5
+    assert tsig.sosfilt(sos, xi, dtype="complex64").dtype == np.complex64
+    assert tsig.sosfilt(sos, xi, dtype=torch.float32).dtype == np.float32
+    with pytest.raises(tensorffi.DTypeError, match="imaginary"):
+        tsig.sosfilt(sos, xi + 1j, dtype=np.float64)
+    with pytest.raises(tensorffi.DTypeError, match="dtype must be"):
+        tsig.sosfilt(sos, xi, dtype=np.int32)
+    with pytest.raises(tensorffi.DTypeError, match="not supported"):
+        tsig.sosfilt(sos, xi.astype(np.longdouble))
+    # torch: torch.promote_types; lists and arrays count with their NumPy dtype (float64)
+    st = torch.from_numpy(sos)
+    for sdt in (torch.float32, torch.float64, torch.complex64, torch.complex128):
+        for xdt in (torch.int16, torch.int64, torch.float16, torch.bfloat16, torch.float32, torch.float64,
+                    torch.complex64, torch.complex128):
+            want = torch.promote_types(sdt, xdt)
+            want = {torch.float16: torch.float32, torch.bfloat16: torch.float32}.get(want, want)
+            y = tsig.sosfilt(st.to(sdt), torch.from_numpy(xi).to(xdt))
+            assert isinstance(y, torch.Tensor) and y.dtype == want, (sdt, xdt)
+    x32 = torch.from_numpy(xi).float()
+    assert tsig.sosfilt(sos, x32).dtype == torch.float64
+    assert tsig.sosfilt(sos, x32, dtype=torch.float32).dtype == torch.float32
+    assert tsig.sosfilt(st.float(), x32, zi=torch.zeros(2, 3, 2, dtype=torch.float64))[0].dtype == torch.float64
+    assert tsig.sosfiltfilt(sos, x32).dtype == torch.float64
+    assert tsig.sosfiltfilt(sos, x32, dtype=np.float32).dtype == torch.float32
     # lists work like arrays
     assert_allclose(tsig.sosfilt(sos.tolist(), xi[0].tolist()), ss.sosfilt(sos, xi[0]), rtol=1e-12, atol=1e-12)
     # numpy sos with torch x (and the other way round) returns x's kind
@@ -275,12 +377,20 @@ def test_readonly_input_is_fine(rng):
 
 
 def test_threads_do_not_change_results(rng):
+    # large enough for several threads (a thread is started per ~4M sample-sections);
+    # groups of channels are claimed dynamically, in an order that varies from call
+    # to call: the results must not depend on it
     sos = random_sos(rng, order=8)
-    x = rng.standard_normal((33, 5000))
-    y1 = tsig.sosfilt(sos, x, threads=1)
-    for t in (2, 3, 7):
-        assert_array_equal(tsig.sosfilt(sos, x, threads=t), y1)
-        assert_array_equal(tsig.sosfiltfilt(sos, x, threads=t), tsig.sosfiltfilt(sos, x, threads=1))
+    for shape, dtype in (((67, 40000), np.float64), ((130, 40000), np.float32), ((40000, 67), np.float64)):
+        axis = 0 if shape[0] > shape[1] else -1
+        x = rng.standard_normal(shape).astype(dtype)
+        y1 = tsig.sosfilt(sos, x, axis=axis, threads=1, dtype=dtype)
+        if dtype == np.float64:
+            assert_array_equal(y1, ss.sosfilt(sos, x, axis=axis))
+        f1 = tsig.sosfiltfilt(sos, x, axis=axis, threads=1, dtype=dtype)
+        for t in (2, 3, 7):
+            assert_array_equal(tsig.sosfilt(sos, x, axis=axis, threads=t, dtype=dtype), y1)
+            assert_array_equal(tsig.sosfiltfilt(sos, x, axis=axis, threads=t, dtype=dtype), f1)
     with pytest.raises(ValueError):
         tsig.sosfilt(sos, x, threads=0)
 
@@ -294,7 +404,7 @@ def test_thread_safety_concurrent_calls(rng):
     def work(i: int) -> None:
         for _ in range(5):
             x = torch.from_numpy(xs[i]) if i % 3 == 0 else xs[i]
-            errors.append(rel_err(tsig.sosfilt(sos, x, threads=2), refs[i]))
+            errors.append(rel_err(tsig.sosfilt(sos, x, threads=2, dtype=xs[i].dtype), refs[i]))
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
     for t in threads:
@@ -322,7 +432,8 @@ def test_empty_inputs(kind):
         assert tuple(y.shape) == shape
         assert_array_equal(to_numpy(zf), zi)  # no samples: the states pass through
     assert tsig.sosfiltfilt(sos, np.zeros((0, 100))).shape == (0, 100)
-    assert tsig.sosfilt(sos, np.zeros((0, 100), np.float32)).dtype == np.float32
+    assert tsig.sosfilt(sos, np.zeros((0, 100), np.float32)).dtype == np.float64  # float64 sos promotes
+    assert tsig.sosfilt(sos, np.zeros((0, 100), np.float32), dtype=np.float32).dtype == np.float32
     # no sections: the identity (SciPy's reshape fails on this one)
     x = np.arange(5.0)
     assert_array_equal(tsig.sosfilt(np.zeros((0, 6)), x), x)
@@ -336,21 +447,21 @@ def test_nan_and_inf_propagate(rng):
             x = rng.standard_normal((nch, 200)).astype(dtype)
             x[0, 50] = np.nan
             x[-1, 120] = np.inf
-            y = tsig.sosfilt(sos, x)
+            y = tsig.sosfilt(sos, x, dtype=dtype)
             ref = ss.sosfilt(sos, x.astype(np.float64))
             if dtype == np.float64:
                 assert_array_equal(y, ref)  # NaN where SciPy has NaN, inf where it has inf
             assert_array_equal(np.isfinite(y), np.isfinite(ref))
             ok = np.isfinite(ref)
             assert rel_err(y[ok], ref[ok]) <= 1e-5
-            assert np.all(~np.isfinite(tsig.sosfiltfilt(sos, x)[0]))
+            assert np.all(~np.isfinite(tsig.sosfiltfilt(sos, x, dtype=dtype)[0]))
     bad = sos.copy()
     bad[0, 0] = np.nan
-    assert np.isnan(tsig.sosfilt(bad, rng.standard_normal(50).astype(np.float32))).all()
+    assert np.isnan(tsig.sosfilt(bad, rng.standard_normal(50).astype(np.float32), dtype=np.float32)).all()
     bad = sos.copy()
     bad[1, 4] = np.inf
     assert not tsig.uses_float32_arithmetic(bad)
-    assert not np.isfinite(tsig.sosfilt(bad, rng.standard_normal((3, 50)).astype(np.float32))[:, 1:]).any()
+    assert not np.isfinite(tsig.sosfilt(bad, rng.standard_normal((3, 50)), dtype=np.float32)[:, 1:]).any()
 
 
 def test_bad_input_messages():
@@ -378,10 +489,8 @@ def test_bad_input_messages():
         tsig.sosfiltfilt(sos, np.ones(15))  # 2 sections: padlen = 3 * (2 * 2 + 1)
     with pytest.raises(ValueError, match="must be greater than padlen, which is 30"):
         tsig.sosfiltfilt(sos, np.ones(30), padlen=30)
-    with pytest.raises(TypeError, match="complex"):
-        tsig.sosfilt(sos, x + 1j)
-    with pytest.raises(TypeError, match="complex"):
-        tsig.sosfilt(sos + 0j, x)
+    with pytest.raises(tensorffi.DTypeError, match=r"sosfilt\(\): sos must be numeric"):
+        tsig.sosfilt(np.array([["a"] * 6]), x)
     with pytest.raises(ValueError, match=r"sos must be shape \(n_sections, 6\)"):
         tsig.sosfilt_zi(np.ones((3, 5)))
     with pytest.raises(tensorffi.DeviceError):
@@ -389,10 +498,41 @@ def test_bad_input_messages():
     # the C entry points check too
     with pytest.raises(tensorffi.errors.InvalidArgumentError, match="a0 must be 1"):
         tsig._forward_c["float64"](bad, np.ones((1, 4, 1)), 1)
+    cbad = np.zeros((1, 12))
+    cbad[0, 6:8] = (1.0, 0.5)  # a0 = 1 + 0.5j
+    with pytest.raises(tensorffi.errors.InvalidArgumentError, match="a0 must be 1"):
+        tsig._forward_cc["complex128"](cbad, np.ones((1, 4, 2)), 1)
+    with pytest.raises(tensorffi.errors.NativeShapeError, match="must be even"):
+        tsig._forward_cc["complex128"](np.array([[1.0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0]]), np.ones((1, 4, 3)), 1)
     with pytest.raises(tensorffi.errors.InvalidArgumentError, match="greater than padlen"):
         tsig._filtfilt_c["float64"](sos, tsig.sosfilt_zi(sos), np.ones((1, 4, 1)), 1, 4, 1)
     with pytest.raises(tensorffi.errors.InvalidArgumentError, match="unknown padtype"):
         tsig._filtfilt_c["float32"](sos, tsig.sosfilt_zi(sos), np.ones((1, 40, 1), np.float32), 7, 4, 1)
+
+
+def test_a0_error_names_function_value_and_remedy(kind):
+    sos = ss.butter(4, 0.3, output="sos")
+    bad = sos.copy()
+    bad[1, 3] = 1.0003
+    x = as_kind(np.ones((2, 30)), kind)
+    for call, name in ((lambda: tsig.sosfilt(as_kind(bad, kind), x), "sosfilt"),
+                       (lambda: tsig.sosfiltfilt(as_kind(bad, kind), x), "sosfiltfilt"),
+                       (lambda: tsig.sosfilt(as_kind(bad, kind), x, zi=np.zeros((2, 2, 2))), "sosfilt"),
+                       (lambda: tsig.sosfilt(as_kind(bad, kind), x, zi=np.zeros((9, 9))), "sosfilt")):  # before zi
+        with pytest.raises(tensorffi.errors.InvalidArgumentError) as info:
+            call()
+        msg = str(info.value)
+        assert msg.startswith(f"{name}(): sos[:, 3] should be all ones")
+        assert "sos[1, 3] = 1.0003" in msg and "SOSFilter" in msg and "sos / sos[:, 3:4]" in msg
+        assert info.value.function == name
+    # the training scenario of the issue: a0 as a parameter, moved by SGD
+    p = torch.nn.Parameter(torch.from_numpy(sos.copy()))
+    (tsig.sosfilt(p, torch.randn(2, 30, dtype=torch.float64)) ** 2).sum().backward()
+    assert p.grad[:, 3].abs().sum() > 0  # the gradient of a0 is defined...
+    with torch.no_grad():
+        p -= 1e-4 * p.grad
+    with pytest.raises(tensorffi.errors.InvalidArgumentError, match=r"sosfilt\(\): .* sos\[[01], 3\] = "):
+        tsig.sosfilt(p, torch.randn(2, 30, dtype=torch.float64))  # ... and moving it is refused, with a remedy
 
 
 def test_padtype_constants_match_the_header():
@@ -425,7 +565,7 @@ def test_sosfiltfilt_matches_scipy(kind, dtype, rng):
         shape, axis = random_shape(rng, int(rng.integers(200, 800)))
         x = rng.standard_normal(shape).astype(dtype)
         for padlen in (None, 0, 1, 17):
-            y = tsig.sosfiltfilt(sos, as_kind(x, kind), axis=axis, padtype=padtype, padlen=padlen)
+            y = tsig.sosfiltfilt(sos, as_kind(x, kind), axis=axis, padtype=padtype, padlen=padlen, dtype=dtype)
             ref = ss.sosfiltfilt(sos, x.astype(np.float64), axis=axis, padtype=padtype, padlen=padlen)
             assert to_numpy(y).dtype == dtype and y.shape == x.shape
             tol = 1e-12 if dtype == np.float64 else 1e-5
@@ -495,14 +635,14 @@ def test_gradients_float32_match_float64(rng):
     gy = torch.from_numpy(rng.standard_normal((20, 3000)))
     grads = {}
     for dt in (torch.float64, torch.float32):
-        s = sos.clone().requires_grad_()
+        s = sos.to(dt).detach().clone().requires_grad_()
         x = x64.to(dt).detach().clone().requires_grad_()
         zi = torch.zeros(4, 20, 2, dtype=dt, requires_grad=True)
         y, zf = tsig.sosfilt(s, x, zi=zi)
         (y * gy.to(dt)).sum().backward()
         grads[dt] = (s.grad.clone(), x.grad.double(), zi.grad.double())
     for g64, g32 in zip(grads[torch.float64], grads[torch.float32]):
-        assert rel_err(g32, g64.numpy()) <= 1e-4
+        assert rel_err(g32, g64.double().numpy()) <= 1e-4
 
 
 def test_backward_many_channels_and_long_signals(rng):
@@ -526,16 +666,20 @@ def test_backward_many_channels_and_long_signals(rng):
         assert torch.equal(g_threads[0], g_threads[1])  # deterministic sums
 
 
-def test_forward_backward_functions_for_operator_registration(rng):
+def test_kernel_functions_on_3d_arrays(rng):
     sos = ss.butter(6, 0.3, output="sos")
-    x3 = torch.from_numpy(rng.standard_normal((2, 100, 3)))
-    zi3 = torch.from_numpy(rng.standard_normal((3, 2, 2, 3)))
-    y3, zf3 = tsig._sosfilt_forward(sos, x3, zi3)
-    ry, rzf = ss.sosfilt(sos, x3.numpy(), axis=1, zi=zi3.numpy().transpose(0, 1, 2, 3))
-    assert rel_err(y3, ry) <= 1e-12 and rel_err(zf3, rzf) <= 1e-12
-    gsos, gx3, gzi3 = tsig._sosfilt_backward(sos, x3, zi3, torch.ones_like(y3), None)
-    assert gsos.shape == (3, 6) and gsos.dtype == torch.float64
-    assert gx3.shape == x3.shape and gzi3.shape == zi3.shape
+    f = tsig._sos_facts(sos, "test")
+    for kind in ("numpy", "torch"):
+        x3 = as_kind(rng.standard_normal((2, 100, 3)), kind)
+        zi3 = as_kind(rng.standard_normal((3, 2, 2, 3)), kind)
+        y3, zf3 = as_kind(np.empty((2, 100, 3)), kind), as_kind(np.empty((3, 2, 2, 3)), kind)
+        tsig._forward3(f, x3, zi3, y3, zf3, 1)
+        ry, rzf = ss.sosfilt(sos, to_numpy(x3), axis=1, zi=to_numpy(zi3))
+        assert_array_equal(to_numpy(y3), ry)
+        assert_array_equal(to_numpy(zf3), rzf)
+        gsos, gx3, gzi3 = tsig._backward3(f, x3, zi3, as_kind(np.ones((2, 100, 3)), kind), None, 1)
+        assert gsos.shape == (3, 6) and gsos.dtype == np.float64
+        assert type(gx3) is type(x3) and gx3.shape == x3.shape and gzi3.shape == zi3.shape
 
 
 def test_sosfiltfilt_gradcheck(rng):
@@ -625,10 +769,10 @@ class TestScipySOSFilt:
         _, _, sos = self._get_ab_sos()
         zi = tsig.sosfilt_zi(sos)
         x = x.reshape((1, 1) + x.shape)
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=r"zi'? must have shape \(3, 1, 1, 2\), got \(3, 2\)"):
             tsig.sosfilt(sos, x, zi=zi)
         zi_nd = zi.copy().reshape((zi.shape[0], 1, 1, zi.shape[-1]))
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=r"zi'? must have shape \(3, 1, 1, 2\), got \(3, 1, 1, 3\)"):
             tsig.sosfilt(sos, x, zi=zi_nd[:, :, :, [0, 1, 1]])
         y, zf = tsig.sosfilt(sos, x, zi=zi_nd)
         assert_allclose(y[0, 0], np.ones(8), rtol=1e-6)
@@ -748,3 +892,61 @@ def test_many_random_filters_long_signals(rng):
             assert_array_equal(tsig.sosfilt(sos, x), ref)
         else:
             assert rel_err(tsig.sosfilt(sos, x), ref) <= 1e-5
+
+
+# --------------------------------------------------------------------------- #
+# complex signals and coefficients                                             #
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+def test_complex_signals_match_scipy(kind, dtype, rng):
+    tol = 0 if dtype == np.complex128 else 1e-5
+    for complex_sos in (False, True):
+        for _ in range(4):
+            sos = _complex_sos(rng, int(rng.integers(1, 9))) if complex_sos else random_sos(rng)
+            shape, axis = random_shape(rng, int(rng.integers(50, 400)))
+            x = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+            zshape = list(shape)
+            zshape[axis] = 2
+            zi = (rng.standard_normal([sos.shape[0]] + zshape) + 1j * rng.standard_normal([sos.shape[0]] + zshape))
+            zi = zi.astype(dtype)
+            y, zf = tsig.sosfilt(as_kind(sos, kind), as_kind(x, kind), axis=axis, zi=as_kind(zi, kind), dtype=dtype)
+            assert type(y) is type(as_kind(x, kind)) and to_numpy(y).dtype == dtype
+            ry, rzf = ss.sosfilt(sos, x.astype(np.complex128), axis=axis, zi=zi.astype(np.complex128))
+            if tol == 0:
+                assert_array_equal(to_numpy(y), ry)  # SciPy's complex operations, in SciPy's order
+                assert_array_equal(to_numpy(zf), rzf)
+            else:
+                assert rel_err(y, ry) <= (1e-4 if complex_sos else tol)
+            yy = tsig.sosfiltfilt(as_kind(sos, kind), as_kind(x, kind), axis=axis, padlen=10, dtype=dtype)
+            ref = ss.sosfiltfilt(sos, x.astype(np.complex128), axis=axis, padlen=10)
+            assert rel_err(yy, ref) <= (1e-12 if tol == 0 else 1e-4)
+    # real x with complex sos is complex (SciPy's promotion)
+    csos = _complex_sos(rng, 4)
+    xr = rng.standard_normal(100)
+    assert_array_equal(tsig.sosfilt(csos, xr), ss.sosfilt(csos, xr))
+    assert tsig.sosfilt(csos.astype(np.complex64), xr.astype(np.float32)).dtype == np.complex64
+    # sosfilt_zi of complex sos: SciPy's
+    assert_allclose(tsig.sosfilt_zi(csos), ss.sosfilt_zi(csos), rtol=1e-13, atol=1e-15)
+    assert tsig.uses_float32_arithmetic(csos) in (True, False)
+
+
+def test_complex_autograd_real_sos_and_refusal_for_complex_sos(rng):
+    sos = torch.from_numpy(ss.butter(4, 0.3, output="sos"))
+    x = torch.from_numpy(rng.standard_normal((2, 40)) + 1j * rng.standard_normal((2, 40))).requires_grad_()
+    zi = torch.from_numpy(1e-3 * (rng.standard_normal((2, 2, 2)) + 1j * rng.standard_normal((2, 2, 2))))
+    zi.requires_grad_()
+    b = sos[:, :3].clone().requires_grad_()
+    a = sos[:, 4:].clone().requires_grad_()
+    ones = torch.ones(2, 1, dtype=torch.float64)
+    # Wirtinger derivatives as torch defines them, checked by finite differences
+    assert torch.autograd.gradcheck(lambda x, zi, b, a: tsig.sosfilt(torch.cat([b, ones, a], 1), x, zi=zi),
+                                    (x, zi, b, a), eps=1e-6, atol=1e-6, rtol=1e-5)
+    csos = torch.from_numpy(_complex_sos(rng, 4))
+    with pytest.raises(tensorffi.DTypeError, match="complex filter coefficients"):
+        tsig.sosfilt(csos.clone().requires_grad_(), x.detach())
+    with pytest.raises(tensorffi.DTypeError, match="complex filter coefficients"):
+        tsig.sosfilt(csos, x)
+    with torch.no_grad():  # no autograd: fine
+        assert_array_equal(tsig.sosfilt(csos, x).numpy(), ss.sosfilt(csos.numpy(), x.detach().numpy()))

@@ -198,3 +198,33 @@ def test_errors(rng):
         OPS.sosfiltfilt(sos, x, -1, "odd", 40)
     with pytest.raises(tensorffi.DeviceError):
         tsig.sosfiltfilt(sos, torch.ones(20, device="meta"))
+
+
+def test_public_functions_call_the_operator_whenever_something_intercepts_it(rng):
+    # plain eager calls run the operator's CPU implementation directly; a dispatch
+    # mode, autograd or tracing sees the operator itself
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Log(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ops: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    sos = torch.from_numpy(random_sos(rng))
+    x = torch.from_numpy(rng.standard_normal((3, 50)))
+    zi = torch.zeros(sos.shape[0], 3, 2, dtype=torch.float64)
+    plain = tsig.sosfilt(sos, x, zi=zi)
+    with Log() as log:
+        logged = tsig.sosfilt(sos, x, zi=zi)
+    assert "tensorffi.sosfilt.default" in log.ops
+    for a, b in zip(plain, logged):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    xg = x.clone().requires_grad_()
+    y = tsig.sosfilt(sos, xg)
+    assert y.grad_fn is not None and "sosfilt" in type(y.grad_fn).__name__
+    with torch.no_grad():
+        assert tsig.sosfilt(sos, xg).grad_fn is None

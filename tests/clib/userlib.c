@@ -11,6 +11,7 @@ ADD_ONE(add_one_i16, int16_t)
 ADD_ONE(add_one_u16, uint16_t)
 ADD_ONE(add_one_i32, int32_t)
 ADD_ONE(add_one_i64, int64_t)
+ADD_ONE(add_one_f32, float)
 ADD_ONE(add_one_f64, double)
 int64_t count_nonzero_bytes(const void *p, int64_t nbytes) {
     const unsigned char *b = p; int64_t c = 0;

@@ -9,6 +9,7 @@ void add_one_i16(int16_t *x, int64_t n);
 void add_one_u16(uint16_t *x, int64_t n);
 void add_one_i32(int32_t *x, int64_t n);
 void add_one_i64(int64_t *x, int64_t n);
+void add_one_f32(float *x, int64_t n);
 void add_one_f64(double *x, int64_t n);
 int64_t count_nonzero_bytes(const void *p, int64_t nbytes);
 void scale_into(const float *x, float *y, int64_t rows, int64_t cols, float a);

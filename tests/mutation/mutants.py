@@ -1,0 +1,349 @@
+# SPDX-License-Identifier: MIT
+"""The planted bugs: each a small, realistic mistake a user would suffer from.
+
+A mutant is an exact text snippet of one file and its replacement. When the code
+under a snippet changes, the harness reports the mutant ``stale`` (and fails): copy
+the new lines into ``find``, re-plant the same mistake in ``replace``, and check the
+mutant is still killed (``python -m tests.mutation --only ID``). ``tests`` is the
+pytest selection that must catch it, kept small (the mutant runs only these).
+
+``owner`` is the area's owner (COORDINATION.md); mutants in code under rewrite are
+expected to go stale when the rewrite lands.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str
+    file: str  # relative to the repository root
+    find: str  # exact text, present exactly once in the file
+    replace: str
+    effect: str  # what a user would suffer
+    tests: tuple[str, ...]  # pytest arguments (files, node ids, -k expressions)
+    owner: str = ""
+
+    @property
+    def native(self) -> bool:
+        """A C mutant: tensorffi._native is rebuilt in the scratch copy."""
+        return self.file.startswith(("csrc/", "cdefs/")) or self.file == "build_ffi.py"
+
+
+REGRESSIONS = "tests/test_regressions_plan.py"
+
+MUTANTS: list[Mutant] = [
+    # ---- the operator layer and the contract plan (lead; under rewrite) ---- #
+    Mutant(
+        "op-out-factor-dropped",
+        "tensorffi/bridge.py",
+        '            dims = ", ".join(self.dim_expr(d) for d in o.shape) or "()"\n            self.emit("try:")',
+        '            dims = ", ".join(" * ".join(self.z(s) for s in d.symbols) or str(d.factor) for d in o.shape) or "()"\n            self.emit("try:")',
+        "heap overflow: an operator allocates y: out [2*n] with n elements, C writes 2*n",
+        (REGRESSIONS + "::test_factor_output_operator_eager_matches_reference",),
+        "lead",
+    ),
+    Mutant(
+        "fake-factor-ignored",
+        "tensorffi/bridge.py",
+        '            dims = ", ".join(self.dim_expr(d) for d in o.shape)\n            results.append(',
+        '            dims = ", ".join(" * ".join(self.z(s) for s in d.symbols) or str(d.factor) for d in o.shape)\n            results.append(',
+        "torch.compile / meta shapes wrong for an output [2*n]",
+        (REGRESSIONS + "::test_factor_output_operator_shape_rule",),
+        "lead",
+    ),
+    Mutant(
+        "ndarray-copy-not-kept-alive",
+        "tensorffi/bridge.py",
+        '        a = np.array(a, order="C", copy=True)\n    return Prepared(_numpy_address(a), a, a.shape, "numpy", None, storage)',
+        '        c = np.array(a, order="C", copy=True)\n    return Prepared(_numpy_address(c), a, c.shape, "numpy", None, storage)',
+        "C reads freed memory: the contiguous copy of a non-contiguous NumPy input dies before the call",
+        (REGRESSIONS + "::test_noncontiguous_numpy_copy_stays_alive_during_the_call",),
+        "lead",
+    ),
+    Mutant(
+        "fast-path-dtype-unchecked",
+        "tensorffi/bridge.py",
+        '        conds = [] if kernel else [f"type({v}) is _T"]\n        if p.dtype != "any":',
+        '        conds = [] if kernel else [f"type({v}) is _T"]\n        if p.dtype != "any" and kernel:',
+        "silent reinterpretation: a float64 tensor is handed to float * by the fast path",
+        (REGRESSIONS + "::test_wrong_dtype_into_float_pointer_is_refused",),
+        "lead",
+    ),
+    Mutant(
+        "written-noncontiguous-accepted",
+        "tensorffi/bridge.py",
+        "        elif not t.is_contiguous():\n            raise LayoutError(",
+        "        elif False:\n            raise LayoutError(",
+        "C writes a strided view as if dense: wrong elements overwritten",
+        ("tests/test_bridge.py", "-k", "contiguous or written"),
+        "lead",
+    ),
+    Mutant(
+        "readonly-numpy-written",
+        "tensorffi/bridge.py",
+        "        if not flags.writeable:",
+        "        if False:",
+        "C writes a read-only array (a broadcast view, bytes' memory)",
+        ("tests/test_bridge.py", "-k", "read_only or readonly or writable"),
+        "lead",
+    ),
+    Mutant(
+        "requires-grad-written",
+        "tensorffi/bridge.py",
+        '        if t.requires_grad and not grad_writes_ok:',
+        '        if False:',
+        "autograd silently wrong: C writes a leaf that requires grad",
+        ("tests/test_bridge.py", "-k", "grad"),
+        "lead",
+    ),
+    Mutant(
+        "factor-multiple-unchecked",
+        "tensorffi/bridge.py",
+        '            bind = [] if k == 1 else [',
+        '            bind = [] if k >= 1 else [',
+        "an input of 7 elements is taken as [2*n] with n=3: the last element silently ignored",
+        (REGRESSIONS + "::test_factor_input_size_must_be_a_multiple",),
+        "lead",
+    ),
+    Mutant(
+        "version-counter-not-bumped",
+        "tensorffi/bridge.py",
+        '            self.emit(f"if {written[0]} is not None: _bump(({written[0]},))")',
+        '            self.emit("pass")',
+        "autograd uses a tensor C overwrote without noticing (no version bump)",
+        (REGRESSIONS + "::test_in_place_write_is_seen_by_autograd",),
+        "lead",
+    ),
+    Mutant(
+        "numel-fill-first-dim",
+        "tensorffi/bridge.py",
+        '        return f"_numel({array_var[src.name]})"',
+        '        return f"len({array_var[src.name]})"',
+        "numel(x) passes the first dimension: C processes part of a 2-D array",
+        (REGRESSIONS + "::test_numel_fill_counts_every_element",),
+        "lead",
+    ),
+    Mutant(
+        "int-range-off-by-one",
+        "tensorffi/bridge.py",
+        "    if not lo <= i <= hi:",
+        "    if not lo <= i <= hi + 1:",
+        "an integer one past the C type's maximum wraps silently (255 + 1 into uint8_t)",
+        ("tests/test_bridge.py", "-k", "overflow or range or fit"),
+        "lead",
+    ),
+    Mutant(
+        "status-2-wrong-class",
+        "tensorffi/errors.py",
+        '    "TF_ESHAPE": NativeShapeError,',
+        '    "TF_ESHAPE": InvalidArgumentError,',
+        "TF_ESHAPE raised as InvalidArgumentError: `except ShapeError`-style handlers miss it",
+        ("tests/test_errors.py",),
+        "testsci",
+    ),
+    Mutant(
+        "callback-exception-swallowed",
+        "tensorffi/_callbacks.py",
+        "        except BaseException as exc:  # noqa: BLE001 - re-raised after C returns\n            self.error = exc\n",
+        "        except BaseException as exc:  # noqa: BLE001 - re-raised after C returns\n            del exc\n",
+        "an exception raised in a progress callback is lost: the caller sees a CancelledError",
+        ("tests/test_callbacks.py", "tests/test_callback_errors.py"),
+        "lead",
+    ),
+    # ---- bring your own C (byo; under rewrite) ---- #
+    Mutant(
+        "cache-key-without-define-macros",
+        "tensorffi/byo.py",
+        "    key_material = dict(\n        spec,",
+        '    key_material = dict(\n        {k: v for k, v in spec.items() if k != "define_macros"},',
+        "a changed -D silently reuses the old binary",
+        (REGRESSIONS + "::test_compile_cache_key_includes_define_macros",),
+        "byo",
+    ),
+    Mutant(
+        "cache-key-without-depends",
+        "tensorffi/byo.py",
+        "        depend_hashes=[_read(d) for d in depends],",
+        "        depend_hashes=[],",
+        "an edited header listed in depends= silently reuses the old binary",
+        (REGRESSIONS + "::test_compile_cache_key_includes_depends", "tests/test_byo.py"),
+        "byo",
+    ),
+    # ---- C: core runtime (runtime; under rewrite) ---- #
+    Mutant(
+        "parallel-for-drops-remainder",
+        "csrc/core.c",
+        "        int64_t len = per + (t < extra ? 1 : 0);",
+        "        int64_t len = per + (t < extra - 1 ? 1 : 0);",
+        "multi-threaded kernels skip the last element whenever n % nthreads != 0",
+        (REGRESSIONS + "::test_threaded_kernels_cover_every_element", "tests/test_threads.py"),
+        "runtime",
+    ),
+    # ---- C: CSV parsing (parse; under rewrite) ---- #
+    Mutant(
+        "parse-quote-only-right-after-delimiter",
+        "csrc/parse.c",
+        "        if (c == '\"') {\n            p = tf_quote_close(sx, p + 1);\n            if (!p) return sx->end;\n            continue;\n        }\n",
+        "        if (c == '\"' && (p == sx->data || p[-1] == (uint8_t)sx->delim || p[-1] == '\\n' || p[-1] == '\\r')) {\n"
+        "            p = tf_quote_close(sx, p + 1);\n            if (!p) return sx->end;\n            continue;\n        }\n"
+        "        if (c == '\"') { p++; continue; }\n",
+        "a quoted field after a blank (1, \"a<newline>b\") is cut at its newline: wrong records, wrong error lines",
+        (REGRESSIONS + "::test_parse_error_line_after_quoted_newline",),
+        "parse",
+    ),
+    Mutant(
+        "parse-crlf-counted-twice",
+        "csrc/parse.c",
+        "        if (*p == '\\n' || (*p == '\\r' && !(p + 1 < sx->end && p[1] == '\\n'))) {",
+        "        if (*p == '\\n' || *p == '\\r') {",
+        "ParseError in a CRLF file names twice the real line",
+        (REGRESSIONS + "::test_parse_error_position_for_every_line_ending",),
+        "parse",
+    ),
+    Mutant(
+        "parse-bom-is-a-column",
+        "csrc/parse.c",
+        "        ls = data + 3; /* the byte order mark is not a column */",
+        "        ls = data; /* the byte order mark is not a column */",
+        "ParseError on the first line of a file with a BOM names the wrong column",
+        (REGRESSIONS + "::test_parse_error_position_for_every_line_ending",),
+        "parse",
+    ),
+    Mutant(
+        "parse-reciprocal-power-of-ten",
+        "csrc/parse.c",
+        "        d = q < 0 ? d / tf_p10_f64[-q] : d * tf_p10_f64[q];",
+        "        d = q < 0 ? d * (1.0 / tf_p10_f64[-q]) : d * tf_p10_f64[q];",
+        "decimals parsed one ulp off (multiplying by a rounded 1/10^k is not one rounding)",
+        ("tests/test_io.py", "-k", "round or exact or decimal"),
+        "parse",
+    ),
+    # ---- C: IIR filtering (signal; under rewrite) ---- #
+    Mutant(
+        "signal-avx2-fma-sign",
+        "csrc/signal.c",
+        "#define SFX f32_avx2\n#define IO float\n#define CT float\n#define IT int\n#define VT tf_v8f\n#define NL 8\n"
+        "#define VFMA(a, b, c) ((tf_v8f)_mm256_fmadd_ps(",
+        "#define SFX f32_avx2\n#define IO float\n#define CT float\n#define IT int\n#define VT tf_v8f\n#define NL 8\n"
+        "#define VFMA(a, b, c) ((tf_v8f)_mm256_fmsub_ps(",
+        "wrong float32 filter output on AVX2 CPUs (one FMA sign flipped)",
+        ("tests/test_signal.py", "-k", "simd"),
+        "signal",
+    ),
+    Mutant(
+        "signal-avx2-backward-fma-sign",
+        "csrc/signal.c",
+        "#define SFX f64_avx2\n#define EXACT 1\n#define IO double\n#define CT double\n#define IT long long\n"
+        "#define VT tf_v4d\n#define NL 4\n#define VFMA(a, b, c) ((tf_v4d)_mm256_fmadd_pd(",
+        "#define SFX f64_avx2\n#define EXACT 1\n#define IO double\n#define CT double\n#define IT long long\n"
+        "#define VT tf_v4d\n#define NL 4\n#define VFMA(a, b, c) ((tf_v4d)_mm256_fmsub_pd(",
+        "wrong float64 gradients of sosfilt on AVX2 CPUs (the backward's FMA sign flipped; the forward is unfused)",
+        (REGRESSIONS + "::test_sosfilt_gradient_at_every_simd_level",),
+        "signal",
+    ),
+    Mutant(
+        "signal-f32-radius-too-generous",
+        "csrc/signal.c",
+        "#define TF_SOS_F32_MAX_RADIUS 0.9\n",
+        "#define TF_SOS_F32_MAX_RADIUS 0.99999\n",
+        "float32 signals through near-unit-circle poles filtered in float32: large roundoff",
+        ("tests/test_signal.py",),
+        "signal",
+    ),
+    # ---- C: physics (runtime; under rewrite) ---- #
+    Mutant(
+        "physics-softening-not-squared",
+        "csrc/physics_impl.h",
+        "    c->eps2 = (P_REAL)(params->softening * params->softening);",
+        "    c->eps2 = (P_REAL)(params->softening);",
+        "softened n-body forces wrong (eps used where eps^2 belongs)",
+        ("tests/test_physics.py", "-k", "reference or simd"),
+        "runtime",
+    ),
+    # ---- this round: the contract plan, memory under C, strings, scalars, handles (lead) ---- #
+    Mutant(
+        "plan-self-defined-size-accepted",
+        "tensorffi/plan.py",
+        "        for dep in sorted(deps[node] & defining):\n            visit(dep, stack + [node])",
+        "        for dep in sorted(deps[node] & defining - {node}):\n            visit(dep, stack + [node])",
+        "heap overflow: 'n = 2*n' binds; y is allocated for n elements while C is told 2n",
+        ("tests/test_plan.py", "-k", "circular or circle"),
+        "lead",
+    ),
+    Mutant(
+        "plan-optional-only-size-not-a-keyword",
+        "tensorffi/plan.py",
+        "    free = sorted(s for s in symbols if s not in param_names and s not in input_bound)",
+        "    free = sorted(s for s in symbols if s not in param_names and s not in input_bound "
+        "and not any(p.optional and p.shape and any(s in d.symbols for d in p.shape) for p in params))",
+        "f() says 'pass m=...' and f(m=1) is a TypeError when m is bound only by an optional array",
+        ("tests/test_plan.py::test_a_size_bound_only_by_an_optional_array_is_a_keyword",),
+        "lead",
+    ),
+    Mutant(
+        "storage-extent-unchecked",
+        "tensorffi/bridge.py",
+        'f"(_k{i} := {v}.untyped_storage()).nbytes() >= {v}.storage_offset() * {isz} + {v}.nbytes"',
+        'f"(_k{i} := {v}.untyped_storage()) is not None"',
+        "heap overflow: C writes a 65,536-float tensor whose storage was resized to 16 bytes",
+        ("tests/test_plan.py", "-k", "storage"),
+        "lead",
+    ),
+    Mutant(
+        "aliased-written-arguments-accepted",
+        "tensorffi/bridge.py",
+        '                    pairs.append(f"(_a{i} < _a{j} + _b{j} and _a{j} < _a{i} + _b{i} and _b{i} and _b{j})")',
+        '                    pairs.append("False")',
+        "silent garbage: nbody_(a, a, ...) or axpy_(x, x) with the same memory read and written",
+        ("tests/test_plan.py::test_aliased_written_arguments_are_refused",),
+        "lead",
+    ),
+    Mutant(
+        "c-string-none-is-null",
+        "tensorffi/bridge.py",
+        "    if value is None:\n        if optional:\n            return ffi.NULL, None, None",
+        "    if value is None:\n        if True:\n            return ffi.NULL, None, None",
+        "SIGSEGV in strlen: None reaches a const char * as NULL",
+        ("tests/test_plan.py::test_c_strings",),
+        "lead",
+    ),
+    Mutant(
+        "float32-scalar-overflow-silent",
+        "tensorffi/bridge.py",
+        "    if bits == 32 and math.isfinite(f) and f != 0.0:",
+        "    if bits == 0 and math.isfinite(f) and f != 0.0:",
+        "1e300 becomes inf and 1e-50 becomes 0 in a float parameter, silently",
+        ("tests/test_plan.py", "-k", "float_parameters"),
+        "lead",
+    ),
+    Mutant(
+        "handle-destroyed-twice",
+        "tensorffi/handles.py",
+        "            if self.closed:\n                return\n            self.closed = True\n"
+        "            now = self.users == 0 and not self.destroyed",
+        "            self.closed = True\n            now = self.users == 0",
+        "double free: closing a handle twice calls the C destructor twice",
+        ("tests/test_handles.py", "-k", "exactly_once and compile"),
+        "lead",
+    ),
+    Mutant(
+        "kept-buffer-resizable-accepted",
+        "tensorffi/bridge.py",
+        "    if isinstance(obj, _Tensor) and obj.untyped_storage().resizable():",
+        "    if isinstance(obj, _Tensor) and obj.untyped_storage().resizable() and False:",
+        "use after free: C keeps writing a registered buffer whose storage was resized or freed",
+        ("tests/test_handles.py", "-k", "resizable and compile"),
+        "lead",
+    ),
+    Mutant(
+        "callback-exception-lost",
+        "tensorffi/handles.py",
+        "        with self.lock:\n            self.errors.append(exc)",
+        "        with self.lock:\n            pass",
+        "an exception raised by a callback on the SDK's thread is swallowed",
+        ("tests/test_handles.py", "-k", "exception_in_a_callback and compile"),
+        "lead",
+    ),
+]

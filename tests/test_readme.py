@@ -1,0 +1,133 @@
+# SPDX-License-Identifier: MIT
+"""Every Python block of the README runs as written, in order, in an empty folder.
+
+```python blocks run as Python; ```ipython blocks (the notebook section) run in an
+IPython shell sharing the same namespace. A block is skipped only if the line before
+it is a ``<!-- readme-test: skip (reason) -->`` comment; the test counts them so
+that a skip cannot spread unnoticed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+SKIP = re.compile(r"<!--\s*readme-test:\s*skip\b.*-->")
+FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```\s*$", re.M | re.S)
+
+DRIVER = r'''
+import json, sys, traceback
+blocks = json.load(open(sys.argv[1]))
+ns = {"__name__": "__main__"}
+shell = None
+for b in blocks:
+    print(f"\n### README.md line {b['line']} ({b['kind']})", flush=True)
+    try:
+        if b["kind"] == "python":
+            exec(compile(b["code"], f"README.md:{b['line']}", "exec"), ns)
+        else:
+            if shell is None:
+                from IPython.core.interactiveshell import InteractiveShell
+                shell = InteractiveShell.instance(user_ns=ns)
+            result = shell.run_cell(b["code"])
+            result.raise_error()
+    except BaseException:
+        traceback.print_exc()
+        print(f"README block at line {b['line']} failed", file=sys.stderr)
+        sys.exit(1)
+print("\nREADME: all blocks ran", flush=True)
+sys.stderr.flush()
+# (torch.compile's weak references into the shared IPython namespace complain at
+# interpreter shutdown; a plain script does not, so skip the teardown)
+import os
+os._exit(0)
+'''
+
+
+def blocks(kinds: tuple[str, ...] = ("python", "ipython")) -> tuple[list[dict], list[int]]:
+    """(the runnable blocks in order, the line numbers of skipped ones)."""
+    text = README.read_text()
+    run, skipped = [], []
+    for m in FENCE.finditer(text):
+        kind = m.group(1)
+        if kind not in ("python", "ipython"):
+            continue
+        line = text.count("\n", 0, m.start()) + 1
+        before = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        if SKIP.search(before):
+            skipped.append(line)
+        elif kind in kinds:
+            run.append({"kind": kind, "line": line + 1, "code": m.group(2)})
+    return run, skipped
+
+
+def run_blocks(python: str, tmp_path: Path, kinds: tuple[str, ...], env: dict | None = None) -> subprocess.CompletedProcess:
+    run, _ = blocks(kinds)
+    work = tmp_path / "work"
+    work.mkdir()
+    (tmp_path / "blocks.json").write_text(json.dumps(run))
+    (tmp_path / "driver.py").write_text(DRIVER)
+    env = dict(env or os.environ, TENSORFFI_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("PYTHONPATH", None)  # the installed package, not the source folder
+    return subprocess.run([python, str(tmp_path / "driver.py"), str(tmp_path / "blocks.json")], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+def test_the_readme_has_the_blocks_this_test_runs():
+    run, skipped = blocks()
+    kinds = [b["kind"] for b in run]
+    assert kinds.count("python") >= 10 and kinds.count("ipython") >= 3
+    assert len(skipped) <= 1, f"README blocks marked skip at lines {skipped}: keep them few and say why"
+    assert any("tensorffi.load(\"./mylib.so\", \"void process_data(float *data, int size);\")" in b["code"] for b in run)
+
+
+def test_every_block_runs_in_order_in_an_empty_folder(tmp_path):
+    pytest.importorskip("IPython")
+    proc = run_blocks(sys.executable, tmp_path, ("python", "ipython"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    out = proc.stdout
+    assert "README: all blocks ran" in out
+    # what the README's comments say the prints show
+    for shown in ("process_data(): argument 'data' (float *) expects dtype torch.float32, got torch.float64",
+                  "tensor([0.2500], dtype=torch.float64)", "safe_div()", "tensor([3., 3., 3., 3.])",
+                  "tensor([9.], dtype=torch.float64)", "[[0.0, 1.0, 4.0, 9.0], [16.0, 25.0, 36.0, 49.0]]",
+                  "scale_into(x, a, *, y=None, rows=None, cols=None)"):
+        assert shown in out, shown
+    assert "Warning" not in proc.stderr, proc.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_command_one_installs_what_the_readme_needs(tmp_path):
+    """README command 1 in a fresh virtual environment, from a copy of the clone,
+    then every Python block with that environment's Python (the ipython blocks need
+    a notebook: pip install ".[notebook]")."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs a git checkout")
+    text = README.read_text()
+    command = re.search(r"^# 1\. .*\n(.+)$", text, re.M).group(1).strip()
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.split()
+    clone = tmp_path / "clone"
+    for f in files:
+        src = ROOT / f
+        if src.is_file():
+            (clone / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, clone / f)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    env = dict(os.environ, PATH=f"{venv / 'bin'}:{os.environ['PATH']}", VIRTUAL_ENV=str(venv),
+               TENSORFFI_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run(["bash", "-c", command], cwd=clone, env=env, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "what to try next" in proc.stdout
+    proc = run_blocks(str(venv / "bin" / "python"), tmp_path, ("python",), env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
