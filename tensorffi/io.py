@@ -621,8 +621,10 @@ def _map_file(f: Any, pos: int) -> np.ndarray:
 #: An incomplete record may take this many bytes before iter_csv gives up on it (a
 #: quote that is never closed would otherwise make it buffer the rest of its input).
 MAX_RECORD_BYTES = 64 << 20
-#: Read blocks: half an output chunk, within these bounds (and doubled while a record
-#: longer than a block is being read).
+#: Read blocks: an eighth of an output chunk, within these bounds (and doubled while a
+#: record longer than a block is being read). Smaller blocks cost no measurable
+#: throughput (benchmarks/iter_csv.py: 1/1 to 1/8 of a chunk within noise) and keep the
+#: read block and the C buffer, which holds a copy of it, to a fraction of a chunk.
 _MIN_BLOCK = 64 << 10
 _MAX_BLOCK = 4 << 20
 _ITEMSIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}
@@ -938,7 +940,7 @@ class CSVChunks:
     @property
     def _base_block(self) -> int:
         cols = self._layout.cols if self._layout is not None else 8
-        want = self._chunk_rows * max(cols, 1) * _ITEMSIZE[self._opts.kernel] // 2
+        want = self._chunk_rows * max(cols, 1) * _ITEMSIZE[self._opts.kernel] // 8
         return min(max(want, _MIN_BLOCK), _MAX_BLOCK)
 
     def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -1075,7 +1077,7 @@ def iter_csv(
     iterators (or :class:`CSVDataset` with DataLoader workers) for more cores.
 
     Memory: besides the chunk being filled (and those the caller keeps), one read
-    block (half a chunk's size, 64 KiB to 4 MiB) in Python and the parser's buffer in
+    block (an eighth of a chunk's size, 64 KiB to 4 MiB) in Python and the parser's buffer in
     C: the unread part of the block and the record being read. A record that is not
     complete may take at most ``max_record_bytes`` (64 MiB): a quote that is never
     closed is then a ParseError at that quote rather than the rest of the input held
