@@ -741,7 +741,9 @@ class _FileBlocks(_Blocks):
     with ``readinto1`` (what is there, at most one system call: a pipe's rows are not
     held back until a whole block has come), else ``readinto``, into one reused
     scratch array, else with ``read``; from its current position; at most ``limit``
-    bytes if given. ``owned``: close the file with the stream."""
+    bytes if given. ``owned``: close the file with the stream. A ``BufferedIOBase``
+    subclass that defines ``read`` only inherits a ``readinto1`` that raises
+    ``UnsupportedOperation`` (no ``read1``): then ``readinto`` it is."""
 
     def __init__(self, f: Any, name: str, owned: bool, limit: int | None = None) -> None:
         self.f = f
@@ -759,7 +761,14 @@ class _FileBlocks(_Blocks):
         if self.readinto is not None:
             if self.scratch.shape[0] < n or self.scratch.shape[0] > 4 * n:  # grown for a long record: shrink
                 self.scratch = np.empty(n, dtype=np.uint8)
-            got = self.readinto(memoryview(self.scratch)[:n])
+            try:
+                got = self.readinto(memoryview(self.scratch)[:n])
+            except _stdio.UnsupportedOperation:
+                plain = getattr(self.f, "readinto", None)
+                if self.readinto == plain or plain is None:
+                    raise
+                self.readinto = plain
+                got = self.readinto(memoryview(self.scratch)[:n])
             if got is None:
                 raise ValueError(f"iter_csv: {self.name} is a non-blocking stream with no data ready; "
                                  "iter_csv needs blocking reads")

@@ -298,6 +298,31 @@ def test_sources(tmp_path):
         f.readline()
         assert_same(collect(tio.iter_csv(f, 999)), want)
 
+    # user-written file objects: a BufferedIOBase with read() only (its inherited
+    # readinto1 raises UnsupportedOperation), a RawIOBase whose reads come short
+    class ReadOnly(io.BufferedIOBase):
+        def __init__(self) -> None:
+            self.inner = io.BytesIO(data)
+
+        def readable(self) -> bool:
+            return True
+
+        def read(self, n: int | None = -1) -> bytes:
+            return self.inner.read(n)
+
+    class Short(io.RawIOBase):
+        def __init__(self) -> None:
+            self.inner = io.BytesIO(data)
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, b) -> int:
+            return self.inner.readinto(memoryview(b)[:1000])
+
+    for make in (ReadOnly, Short):
+        assert_same(collect(tio.iter_csv(make(), 700), 700), want)
+
 
 def test_bad_sources_and_arguments(tmp_path):
     with open(tmp_path / "t.csv", "w") as f, pytest.raises(TypeError, match="binary"):
