@@ -149,7 +149,7 @@ int64_t tf_parse_stream_next_bf16(tf_parse_stream *s, uint16_t *out, int64_t row
  * error texts) to out. */
 int tf_parse_stream_bytes(const tf_parse_stream *s, int64_t begin, uint8_t *out, int64_t n);
 /* info = {input offset consumed, its physical line, bytes buffered and not consumed,
- * buffer capacity, 1 after the last block}. */
+ * buffer capacity, 1 after the last block, the largest capacity so far}. */
 int tf_parse_stream_info(const tf_parse_stream *s, int64_t *info);
 
 /* Record boundaries for readers of ranges of one input (DataLoader workers): for the

@@ -33,10 +33,12 @@
 #define TF_PARSE_STREAM_IN_PARSE_C
 
 #define TF_STREAM_MIN_CAP (64 << 10)
+#define TF_STREAM_SHRINK (8 << 20) /* above this, a buffer grown for a long record shrinks back */
 
 struct tf_parse_stream {
     uint8_t *buf;       /* owned by the stream: [0, len) held, [pos, len) not consumed */
     int64_t len, cap, pos;
+    int64_t peak_cap;   /* the largest capacity so far (reported, for tests and benchmarks) */
     int64_t base;       /* offset of buf[0] in the input */
     int64_t line;       /* physical line of buf[pos] (1-based) */
     int64_t skiplines;  /* physical lines still to skip before the first record */
@@ -219,7 +221,7 @@ int tf_parse_stream_open(int delimiter, int comment, int64_t skiplines, int64_t 
                         (long long)max_record);
     tf_parse_stream *s = calloc(1, sizeof *s);
     if (!s) return tf_error(TF_ENOMEM, "%s: out of memory", fname);
-    s->cap = TF_STREAM_MIN_CAP;
+    s->cap = s->peak_cap = TF_STREAM_MIN_CAP;
     s->buf = malloc((size_t)s->cap);
     if (!s->buf) {
         free(s);
@@ -254,7 +256,7 @@ int tf_parse_stream_feed(tf_parse_stream *s, const uint8_t *data, int64_t n, int
         s->len -= s->pos;
         s->pos = 0;
     }
-    if (s->cap > TF_STREAM_MIN_CAP && s->cap / 4 > s->len + n) { /* grown for a long record: shrink */
+    if (s->cap > TF_STREAM_SHRINK && s->cap / 4 > s->len + n) { /* grown for a long record: shrink */
         int64_t cap = s->len + n > TF_STREAM_MIN_CAP ? s->len + n : TF_STREAM_MIN_CAP;
         cap = (cap + 4095) & ~(int64_t)4095;
         uint8_t *buf = realloc(s->buf, (size_t)cap);
@@ -272,6 +274,7 @@ int tf_parse_stream_feed(tf_parse_stream *s, const uint8_t *data, int64_t n, int
         if (!buf) return tf_error(TF_ENOMEM, "%s: out of memory for %lld bytes", fname, (long long)cap);
         s->buf = buf;
         s->cap = cap;
+        if (cap > s->peak_cap) s->peak_cap = cap;
     }
     if (n > 0) memcpy(s->buf + s->len, data, (size_t)n);
     s->len += n;
@@ -432,6 +435,7 @@ int tf_parse_stream_info(const tf_parse_stream *s, int64_t *info) {
     info[2] = s->len - s->pos;
     info[3] = s->cap;
     info[4] = s->eof;
+    info[5] = s->peak_cap;
     return TF_OK;
 }
 

@@ -32,6 +32,12 @@ CPU has AVX2 (or AVX-512 with VBMI), a field of the common shape is read with on
 32-byte load and no branch on its digit counts; ``TENSORFFI_SIMD`` caps the level,
 and ``tensorffi.core.lib.tf_parse_simd()`` reports the one in use.
 
+Streams: :func:`iter_csv` reads the same tables in chunks of rows, with memory
+bounded by the chunk, from files, pipes and compressed streams read block by block
+(a C parser behind a :class:`tensorffi.Handle`, fed blocks and writing whole rows;
+csrc/parse_stream.h); :class:`CSVDataset` shares a file out between DataLoader
+workers by byte ranges cut at record boundaries.
+
 >>> import tensorffi.io
 >>> tensorffi.io.read_csv(b"x,y\\n1.5,2\\n3,-4e-1\\n", dtype="float64").tolist()
 [[1.5, 2.0], [3.0, -0.4]]
@@ -42,6 +48,7 @@ import io as _stdio
 import mmap
 import os
 import threading
+import weakref
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -512,14 +519,15 @@ def _kernel_for(dtype: Any) -> str:
 
 
 def _wants_numpy(like: Any) -> bool:
-    if like is None or like is torch or like == "torch" or like is torch.Tensor:
-        return False
-    if like is np or like == "numpy" or like is np.ndarray:
-        return True
+    # arrays first: `array == "torch"` compares element by element
     if isinstance(like, np.ndarray):
         return True
     if isinstance(like, torch.Tensor):
         return False
+    if like is None or like is torch or like is torch.Tensor or (isinstance(like, str) and like == "torch"):
+        return False
+    if like is np or like is np.ndarray or (isinstance(like, str) and like == "numpy"):
+        return True
     raise ValueError(f"like must be 'torch' or 'numpy' (or the module, or an array of that kind), got {like!r}")
 
 
@@ -613,8 +621,10 @@ def _map_file(f: Any, pos: int) -> np.ndarray:
 #: An incomplete record may take this many bytes before iter_csv gives up on it (a
 #: quote that is never closed would otherwise make it buffer the rest of its input).
 MAX_RECORD_BYTES = 64 << 20
-#: Read blocks: half an output chunk, within these bounds (and doubled while a record
-#: longer than a block is being read).
+#: Read blocks: an eighth of an output chunk, within these bounds (and doubled while a
+#: record longer than a block is being read). Smaller blocks cost no measurable
+#: throughput (benchmarks/iter_csv.py: 1/1 to 1/8 of a chunk within noise) and keep the
+#: read block and the C buffer, which holds a copy of it, to a fraction of a chunk.
 _MIN_BLOCK = 64 << 10
 _MAX_BLOCK = 4 << 20
 _ITEMSIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}
@@ -633,7 +643,7 @@ class _StreamFns:
         contract = "out: out [rows, cols]; errinfo: out [5]; return: count"
         self.next = {k: native(f"tf_parse_stream_next_{k}", contract) for k in ("f32", "f64", "f16", "bf16")}
         self.bytes = native("tf_parse_stream_bytes", "out: out [n]")
-        self.info = native("tf_parse_stream_info", "info: out [5]")
+        self.info = native("tf_parse_stream_info", "info: out [6]")
         self.bounds = native(
             "tf_parse_bounds", "data: [n]; offsets: [k]; bounds: out [k]; rows: out [k]; lines: out [k]"
         )
@@ -728,9 +738,12 @@ class _MemoryBlocks(_Blocks):
 
 class _FileBlocks(_Blocks):
     """A binary file object (a file, a pipe, a GzipFile, a socket's makefile()), read
-    with ``readinto`` into one reused scratch array (``read`` where there is no
-    ``readinto``), from its current position; at most ``limit`` bytes if given.
-    ``owned``: close the file with the stream."""
+    with ``readinto1`` (what is there, at most one system call: a pipe's rows are not
+    held back until a whole block has come), else ``readinto``, into one reused
+    scratch array, else with ``read``; from its current position; at most ``limit``
+    bytes if given. ``owned``: close the file with the stream. A ``BufferedIOBase``
+    subclass that defines ``read`` only inherits a ``readinto1`` that raises
+    ``UnsupportedOperation`` (no ``read1``): then ``readinto`` it is."""
 
     def __init__(self, f: Any, name: str, owned: bool, limit: int | None = None) -> None:
         self.f = f
@@ -738,7 +751,7 @@ class _FileBlocks(_Blocks):
         self.owned = owned
         self.left = limit
         self.scratch = np.empty(0, dtype=np.uint8)
-        self.readinto = getattr(f, "readinto", None)
+        self.readinto = getattr(f, "readinto1", None) or getattr(f, "readinto", None)
 
     def read(self, n: int) -> Any:
         if self.left is not None:
@@ -748,7 +761,14 @@ class _FileBlocks(_Blocks):
         if self.readinto is not None:
             if self.scratch.shape[0] < n or self.scratch.shape[0] > 4 * n:  # grown for a long record: shrink
                 self.scratch = np.empty(n, dtype=np.uint8)
-            got = self.readinto(memoryview(self.scratch)[:n])
+            try:
+                got = self.readinto(memoryview(self.scratch)[:n])
+            except _stdio.UnsupportedOperation:
+                plain = getattr(self.f, "readinto", None)
+                if self.readinto == plain or plain is None:
+                    raise
+                self.readinto = plain
+                got = self.readinto(memoryview(self.scratch)[:n])
             if got is None:
                 raise ValueError(f"iter_csv: {self.name} is a non-blocking stream with no data ready; "
                                  "iter_csv needs blocking reads")
@@ -831,7 +851,7 @@ class CSVChunks:
         self._fns = _stream_fns()
         self._lock = threading.Lock()
         self._errinfo = np.zeros(5, dtype=np.int64)
-        self._info = np.zeros(5, dtype=np.int64)
+        self._info = np.zeros(6, dtype=np.int64)
         self._layout = layout
         self._left = opts.limit if limit is None else limit  # rows still to read (-1: all)
         self._eof = False
@@ -847,6 +867,9 @@ class CSVChunks:
         except BaseException:
             self.close()
             raise
+        # Dropped unfinished: free the parser and close an owned file quietly (no
+        # ResourceWarning), whichever is collected first.
+        self._finalizer = weakref.finalize(self, _finalize_chunks, self._handle, blocks)
 
     # -- the iterator ------------------------------------------------------------ #
 
@@ -889,6 +912,9 @@ class CSVChunks:
     def close(self) -> None:
         """Free the parser (once) and close the file the iterator opened. Idempotent."""
         self._done = True
+        finalizer = getattr(self, "_finalizer", None)
+        if finalizer is not None:
+            finalizer.detach()
         handle, self._handle = self._handle, None
         try:
             if handle is not None:
@@ -923,7 +949,7 @@ class CSVChunks:
     @property
     def _base_block(self) -> int:
         cols = self._layout.cols if self._layout is not None else 8
-        want = self._chunk_rows * max(cols, 1) * _ITEMSIZE[self._opts.kernel] // 2
+        want = self._chunk_rows * max(cols, 1) * _ITEMSIZE[self._opts.kernel] // 8
         return min(max(want, _MIN_BLOCK), _MAX_BLOCK)
 
     def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -1012,11 +1038,19 @@ class CSVChunks:
         return result
 
     def _stream_info(self) -> dict[str, int]:
-        """The parser's bookkeeping (for tests): offset consumed, its line, bytes
-        buffered but not consumed, the C buffer's capacity, end of input seen."""
+        """The parser's bookkeeping (tests, benchmarks): offset consumed, its line, bytes
+        buffered but not consumed, the C buffer's capacity, end of input seen, the
+        largest capacity the buffer had."""
         self._fns.info(self._handle, info=self._info)
-        keys = ("offset", "line", "pending", "capacity", "eof")
+        keys = ("offset", "line", "pending", "capacity", "eof", "peak_capacity")
         return dict(zip(keys, (int(v) for v in self._info)))
+
+
+def _finalize_chunks(handle: Any, blocks: _Blocks) -> None:
+    try:
+        handle.close()
+    finally:
+        blocks.close()
 
 
 def iter_csv(
@@ -1052,7 +1086,7 @@ def iter_csv(
     iterators (or :class:`CSVDataset` with DataLoader workers) for more cores.
 
     Memory: besides the chunk being filled (and those the caller keeps), one read
-    block (half a chunk's size, 64 KiB to 4 MiB) in Python and the parser's buffer in
+    block (an eighth of a chunk's size, 64 KiB to 4 MiB) in Python and the parser's buffer in
     C: the unread part of the block and the record being read. A record that is not
     complete may take at most ``max_record_bytes`` (64 MiB): a quote that is never
     closed is then a ParseError at that quote rather than the rest of the input held
@@ -1174,7 +1208,9 @@ class CSVDataset(torch.utils.data.IterableDataset):
         self.options = dict(dtype=dtype, delimiter=delimiter, header=header, skiprows=skiprows, usecols=usecols,
                             comment=comment, missing=missing, max_rows=max_rows, like=like,
                             max_record_bytes=max_record_bytes)
-        _Options(**self.options)  # bad arguments fail here, not in a worker
+        opts = _Options(**self.options)  # bad arguments fail here, not in a worker
+        # picklable spellings (spawned workers): no module objects, no iterators
+        self.options.update(like="numpy" if opts.want_numpy else None, usecols=opts.usecols)
 
     def __iter__(self) -> CSVChunks:
         info = torch.utils.data.get_worker_info()
@@ -1192,7 +1228,10 @@ class CSVDataset(torch.utils.data.IterableDataset):
         assert info is not None
         opts = _Options(**self.options)
         layout = _layout_of(self.path, opts)
-        begin, end, line, rows_before = _worker_range(self.path, opts, layout, info.id, workers)
+        if layout.empty:
+            begin = end = line = rows_before = 0
+        else:
+            begin, end, line, rows_before = _worker_range(self.path, opts, layout, info.id, workers)
         limit = -1 if opts.limit < 0 else max(0, opts.limit - rows_before)
         if layout.empty or begin >= end:
             limit = 0

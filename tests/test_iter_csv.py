@@ -19,6 +19,7 @@ import sys
 import threading
 import tracemalloc
 import weakref
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -297,6 +298,31 @@ def test_sources(tmp_path):
         f.readline()
         assert_same(collect(tio.iter_csv(f, 999)), want)
 
+    # user-written file objects: a BufferedIOBase with read() only (its inherited
+    # readinto1 raises UnsupportedOperation), a RawIOBase whose reads come short
+    class ReadOnly(io.BufferedIOBase):
+        def __init__(self) -> None:
+            self.inner = io.BytesIO(data)
+
+        def readable(self) -> bool:
+            return True
+
+        def read(self, n: int | None = -1) -> bytes:
+            return self.inner.read(n)
+
+    class Short(io.RawIOBase):
+        def __init__(self) -> None:
+            self.inner = io.BytesIO(data)
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, b) -> int:
+            return self.inner.readinto(memoryview(b)[:1000])
+
+    for make in (ReadOnly, Short):
+        assert_same(collect(tio.iter_csv(make(), 700), 700), want)
+
 
 def test_bad_sources_and_arguments(tmp_path):
     with open(tmp_path / "t.csv", "w") as f, pytest.raises(TypeError, match="binary"):
@@ -360,6 +386,15 @@ def test_damaged_inputs_fail_like_read_csv(seed, monkeypatch):
         for path in ("one-call", "passes"):
             monkeypatch.setattr(tio, "_SMALL_BYTES", 256 << 10 if path == "one-call" else -1)
             check_against_read_csv(data, readers, chunk_sizes=(1, 3, 100), **kw)
+
+
+def test_too_many_fields_are_counted_across_blocks():
+    """The message counts the fields of a record with too many, through its quoted
+    fields: a block boundary inside one of them must not cut the count short."""
+    data = b'a,b\n1,2\n3,4,"x\ny,\r\nz",5,"6\n"\n7,8\n'
+    with pytest.raises(ParseError, match="record has 5 fields, expected 2"):
+        tio.read_csv(data)
+    check_against_read_csv(data, splits(data), chunk_sizes=(1, 10))
 
 
 def test_error_positions_are_in_the_whole_input():
@@ -491,6 +526,13 @@ def test_paths_are_closed_with_the_iterator(tmp_path):
     it = tio.iter_csv(path, 10)
     f = it._blocks.f
     assert sum(c.shape[0] for c in it) == 1000 and f.closed
+    it = tio.iter_csv(path, 10)  # dropped unfinished: the file is closed with the parser
+    f = it._blocks.f
+    calls = counting(it)
+    next(it)
+    del it
+    gc.collect()
+    assert f.closed and calls == [1]
 
 
 def test_the_c_buffer_holds_one_record_and_one_block():
@@ -504,10 +546,50 @@ def test_the_c_buffer_holds_one_record_and_one_block():
         n += c.shape[0]
         if not it.closed:
             info = it._stream_info()
-            peak = max(peak, info["capacity"])
+            peak = max(peak, info["peak_capacity"])
             assert info["pending"] <= it._base_block + 200
     assert n == 20000
     assert peak <= 2 * it._base_block + (64 << 10), peak  # 1000 rows x 8 x 4 bytes -> 64 KiB blocks
+
+
+def test_a_buffer_grown_for_a_long_record_shrinks_back():
+    """A 10 MB record grows the C buffer past 8 MiB; the short records after it
+    bring it back to about a block's size, and every value is read_csv's."""
+    rng = np.random.default_rng(11)
+    values = rng.normal(size=(20000, 2))
+    rows = [f"{float(a)!r},{float(b)!r},x" for a, b in values]
+    rows[500] = rows[500][:-1] + '"' + "long text, " * 1_000_000 + '"'
+    data = ("a,b,note\n" + "\n".join(rows) + "\n").encode()
+    want = tio.read_csv(data, usecols=["a", "b"], dtype="float64")
+    np.testing.assert_array_equal(want.numpy(), values)
+    class Trickle(io.BytesIO):  # a pipe's short reads: at most 256 KiB at a time
+        def readinto1(self, b) -> int:
+            return self.readinto(memoryview(b)[: 256 << 10])
+
+    it = tio.iter_csv(Trickle(data), 200, usecols=["a", "b"], dtype="float64")
+    chunks, peak, last = [], 0, None
+    for c in it:
+        chunks.append(c)
+        if not it.closed:
+            info = it._stream_info()
+            peak, last = max(peak, info["peak_capacity"]), info["capacity"]
+    assert torch.equal(torch.cat(chunks), want)
+    assert peak > 10_000_000, peak
+    assert last is not None and last <= 1 << 20, last
+
+
+@pytest.mark.parametrize("like", [np.zeros(3), np.zeros((2, 2)), torch.zeros(3), "numpy", np, torch])
+def test_like_takes_modules_names_and_arrays(like):
+    """An array of several elements as ``like`` names its kind (no element-wise
+    comparison with the names), for read_csv and iter_csv alike."""
+    numpy_wanted = isinstance(like, np.ndarray) or like is np or (isinstance(like, str) and like == "numpy")
+    kind = np.ndarray if numpy_wanted else torch.Tensor
+    data = b"1.5,2\n3,-4e-1\n"
+    got = tio.read_csv(data, like=like, dtype="float64")
+    chunks = list(tio.iter_csv(data, 1, like=like, dtype="float64"))
+    assert isinstance(got, kind) and all(isinstance(c, kind) for c in chunks)
+    assert np.array_equal(np.asarray(got), [[1.5, 2.0], [3.0, -0.4]])
+    assert np.array_equal(np.concatenate([np.asarray(c) for c in chunks]), np.asarray(got))
 
 
 def test_memory_is_bounded_by_the_chunk():
@@ -525,7 +607,7 @@ def test_memory_is_bounded_by_the_chunk():
         for c in it:  # `c` keeps the yielded chunk alive while the next one is read
             n += c.shape[0]
             if not it.closed:
-                cap = max(cap, it._stream_info()["capacity"])
+                cap = max(cap, it._stream_info()["peak_capacity"])
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -639,7 +721,7 @@ def test_worker_ranges_with_max_rows_and_errors(tmp_path, monkeypatch):
         assert np.array_equal(rows, values[:max_rows]), max_rows
     # an error late in the file: the worker whose range holds it raises it, with its
     # position in the whole file (as read_csv names it)
-    text = open(path, "rb").read()
+    text = Path(path).read_bytes()
     bad = text[: len(text) - 40] + b"oops" + text[len(text) - 36 :]
     bad_path = tmp_path / "bad.csv"
     bad_path.write_bytes(bad)
@@ -657,12 +739,13 @@ def test_worker_ranges_with_max_rows_and_errors(tmp_path, monkeypatch):
 
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
-def test_dataloader_workers_read_every_row_once(tmp_path):
+@pytest.mark.parametrize("method,workers", [("fork", 3), ("spawn", 2)])
+def test_dataloader_workers_read_every_row_once(tmp_path, method, workers):
     path, values = worker_file(tmp_path, rows=3000, seed=32)
-    ds = tio.CSVDataset(path, 100, usecols=["id", "x", "y"], dtype="float64")
-    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=3, multiprocessing_context="fork",
+    ds = tio.CSVDataset(path, 100, usecols=(c for c in ["id", "x", "y"]), dtype=np.float64, like=np)
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers, multiprocessing_context=method,
                                          timeout=120)
-    for _epoch in range(2):  # a dataset is iterated again each epoch
+    for _epoch in range(2 if method == "fork" else 1):  # a dataset is iterated again each epoch
         chunks = [c.numpy() for c in loader]
         rows = np.concatenate(chunks)
         rows = rows[np.argsort(rows[:, 0])]
