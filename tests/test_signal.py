@@ -230,7 +230,9 @@ def test_every_simd_level(monkeypatch, simd, rng):
     # the adjoint (backward) on this level, against the time-reversed filter
     sos = torch.from_numpy(ss.butter(6, 0.25, output="sos"))
     for shape in ((13, 150), (1, 150), (3, 150, 20)):
-        for dt, tol in ((torch.float64, 1e-12), (torch.float32, 1e-5), (torch.complex128, 1e-12)):
+        # float64: the adjoint runs a different (fused) recursion than SciPy's forward on the
+        # reversed signal; ~1e-12 of the peak was seen on random data, so 1e-11
+        for dt, tol in ((torch.float64, 1e-11), (torch.float32, 1e-5), (torch.complex128, 1e-11)):
             x = torch.randn(shape, dtype=dt, requires_grad=True)
             gy = torch.randn(shape, dtype=dt)
             (tsig.sosfilt(sos.to(dt.to_real()), x, axis=1) * gy.conj()).real.sum().backward()
