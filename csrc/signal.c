@@ -1107,8 +1107,9 @@ static int tf_sos_run(tf_sos_job *job, tf_range_fn fn, int64_t items, int nthrea
      * start, rather than fault by fault by the kernels' stores from two threads
      * at once (tf_populate leaves memory already in place alone).
      * Measured on a shared 2-vCPU Zen 4 (load 3-4), sosfilt (64, 65536) float64,
-     * calls alternating in one process: fastest call 9.3-9.5 ms against 10.0-10.4
-     * without, on one thread and on two; sosfiltfilt unchanged. */
+     * calls alternating in one process: fastest 1-thread call 9.3-9.5 ms against
+     * 10.0-10.4 without, 2 threads alike in three runs of four; sosfiltfilt
+     * unchanged (benchmarks/RESULTS.md, signal, Zen 4). */
     tf_populate(job->out, job->out_bytes);
     if (workers == 1) return fn(job, 0, items);
     job->fn = fn;
