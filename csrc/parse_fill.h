@@ -41,7 +41,6 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
             fc->found[0] = ri;
             fc->found[1] = p - sx->data;
             if (ri == fc->limit) break;
-            if ((row0 + ri + 1) * cols > fc->cap) return tf_fail(err, TF_PE_INTERNAL, sx, p, p, p, 0, 0);
         }
         if ((ri & 1023) == 1023) {
             if (tf_runner_stopped(r, u)) return 0;
@@ -63,6 +62,9 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
             if (k != 0) return k < 0 ? -1 : tf_fail(err, TF_PE_INTERNAL, sx, p, p, p, 0, 0);
             p = q;
         }
+        /* A record starts here (checked only now: the end of the input may follow the
+         * last record, whose row then must not be asked to fit). */
+        if (rows < 0 && (row0 + ri + 1) * cols > fc->cap) return tf_fail(err, TF_PE_INTERNAL, sx, p, p, p, 0, 0);
         const uint8_t *const rec = p;
         const int64_t base = (row0 + ri) * cols;
         int64_t j = 0;

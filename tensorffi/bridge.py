@@ -1445,27 +1445,7 @@ class _Gen:
                 self.dedent()
             else:
                 self.emit_array(p, kernel=True, grad_writes_ok=True)
-        products: list[tuple[Param, list[tuple[int, Dim]], bool]] = []
-        for p in arrays:
-            if p.shape is not None and not p.optional:
-                products.append((p, self.bind_shape(p, f"_s{p.index}", False), False))
-        self.emit_size_args(args)
-        for p in arrays:
-            if p.shape is not None and p.optional:
-                self.emit(f"if {p.pyname} is not None:")
-                self.indent()
-                products.append((p, self.bind_shape(p, f"_s{p.index}", True), True))
-                self.dedent()
-        array_var = {p.name: p.pyname for p in arrays}
-        fills = self.emit_fills(array_var, lambda p: None, defining=True)
-        for p, deferred, conditional in products:
-            if deferred:
-                if conditional:
-                    self.emit(f"if {p.pyname} is not None:")
-                    self.indent()
-                self.check_products(p, f"_s{p.index}", deferred)
-                if conditional:
-                    self.dedent()
+        fills = self.emit_sizes(arrays, args)
         empty = self.const(torch.empty, "empty")
         results = []
         for o in outs:
@@ -1481,7 +1461,7 @@ class _Gen:
             self.emit_alloc_failure(p, [self.dim_expr(d) for d in o.shape])
             self.emit(f"_a{p.index} = _out{p.index}.data_ptr()")
             results.append(f"_out{p.index}")
-        fills.update(self.emit_fills(array_var, lambda p: None, defining=False))
+        fills.update(self.emit_fills({p.name: p.pyname for p in arrays}, lambda p: None, defining=False))
         if len(arrays) > 1 and any(p.written for p in arrays):
             self.emit_overlaps(arrays)
         cargs = self.emit_scalars(fills, kernel=True)
@@ -1502,6 +1482,33 @@ class _Gen:
             f'    raise {self.const(AllocationError, "alloc")}(f"{self.lit(self.where(p))}: cannot allocate the '
             f'output of shape {shape} ({p.dtype}): {{_x}}") from None'
         )
+
+    def emit_sizes(self, arrays: list[Param], args: list[OpArg]) -> Any:
+        """Operator kernel and shape rule alike: bind the arrays' shapes (optional ones
+        when given), the caller's size arguments and the fills that define sizes (they
+        may shape an output), then check the products that had to wait for them.
+        Returns what emit_fills returns."""
+        products: list[tuple[Param, list[tuple[int, Dim]], bool]] = []
+        for p in arrays:
+            if p.shape is not None and not p.optional:
+                products.append((p, self.bind_shape(p, f"_s{p.index}", False), False))
+        self.emit_size_args(args)
+        for p in arrays:
+            if p.shape is not None and p.optional:
+                self.emit(f"if {p.pyname} is not None:")
+                self.indent()
+                products.append((p, self.bind_shape(p, f"_s{p.index}", True), True))
+                self.dedent()
+        fills = self.emit_fills({p.name: p.pyname for p in arrays}, lambda p: None, defining=True)
+        for p, deferred, conditional in products:
+            if deferred:
+                if conditional:
+                    self.emit(f"if {p.pyname} is not None:")
+                    self.indent()
+                self.check_products(p, f"_s{p.index}", deferred)
+                if conditional:
+                    self.dedent()
+        return fills
 
     def emit_size_args(self, args: list[OpArg]) -> None:
         """Operator size arguments (plain ints in a kernel, SymInts in a shape rule)."""
@@ -1548,27 +1555,7 @@ class _Gen:
             self.emit(f"if _dev is None: _dev = {v}.device")
             if p.optional:
                 self.dedent()
-        products: list[tuple[Param, list[tuple[int, Dim]], bool]] = []
-        for p in arrays:
-            if p.shape is not None and not p.optional:
-                products.append((p, self.bind_shape(p, f"_s{p.index}", False), False))
-        self.emit_size_args(args)
-        for p in arrays:
-            if p.shape is not None and p.optional:
-                self.emit(f"if {p.pyname} is not None:")
-                self.indent()
-                products.append((p, self.bind_shape(p, f"_s{p.index}", True), True))
-                self.dedent()
-        # fills that define sizes matter here (they may shape an output)
-        self.emit_fills({p.name: p.pyname for p in arrays}, lambda p: None, defining=True)
-        for p, deferred, conditional in products:
-            if deferred:
-                if conditional:
-                    self.emit(f"if {p.pyname} is not None:")
-                    self.indent()
-                self.check_products(p, f"_s{p.index}", deferred)
-                if conditional:
-                    self.dedent()
+        self.emit_sizes(arrays, args)
         empty = self.const(torch.empty, "empty")
         cpu = self.const(torch.device("cpu"), "cpu")
         results = []

@@ -772,6 +772,28 @@ def test_empty_inputs():
     assert t.shape == (0, 2) and names == ["a", "b"]
 
 
+def test_records_ending_in_empty_fields_match_pandas(rng):
+    """A last record whose last field is empty, at the end of the input with or without
+    a line end (the single-pass small path once asked its row to fit before it knew the
+    input had ended: TF_EINTERNAL on b","). pandas is the reference."""
+    import pandas as pd
+
+    cases = [b",", b",\n", b"1,", b" , ", b",,\r\n", b"1,2\n3,", b"1,\n,", b"1,2\n,\n\n"]
+    for _ in range(20):  # and random ones: a few rows of 1-4 fields, some empty, maybe no final line end
+        cols = int(rng.integers(1, 5))
+        rows = [",".join("" if rng.random() < 0.4 else repr(float(rng.standard_normal())) for _ in range(cols))
+                for _ in range(int(rng.integers(1, 4)))]
+        cases.append(("\n".join(rows) + ("\n" if rng.random() < 0.5 else "")).encode())
+    for data in cases:
+        if not data.strip():
+            continue  # no record at all (pandas: EmptyDataError; tensorffi: shape (0, 0), tested above)
+        want = pd.read_csv(io.BytesIO(data), header=None, skipinitialspace=True).to_numpy(dtype="float64")
+        for dtype in ("float64", "float32"):
+            got = tio.read_csv(data, header=False, dtype=dtype, like="numpy")
+            assert got.shape == want.shape, (data, got, want)
+            assert np.array_equal(got, want.astype(dtype), equal_nan=True), (data, got, want)
+
+
 def random_csv(
     rng: np.random.Generator, rows: int, cols: int, text_cols: set[int], mixed_eol: bool = False
 ) -> tuple[bytes, np.ndarray]:

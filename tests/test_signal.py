@@ -204,7 +204,13 @@ def test_every_simd_level(monkeypatch, simd, rng):
                 if tol == 0:
                     assert_array_equal(yy, ref)
                 else:
-                    assert rel_err(yy, ref) <= 10 * tol
+                    # What float32 storage alone costs with this filter: the float64 result's
+                    # change when its input moves by one float32 rounding (ill-conditioned
+                    # designs, e.g. an order-22 elliptic with small output, amplify it to ~1e-4).
+                    wide = xd.astype(np.complex128 if np.dtype(dtype).kind == "c" else np.float64)
+                    nudged = wide * (1 + 2.0**-24 * rng.choice([-1.0, 1.0], size=wide.shape))
+                    floor = rel_err(ss.sosfiltfilt(sos, nudged, axis=axis, padlen=20), ref)
+                    assert rel_err(yy, ref) <= 10 * tol + 10 * floor
     # complex coefficients (their own kernels)
     for order in (2, 7, 10):
         csos = _complex_sos(rng, order)
