@@ -140,4 +140,27 @@ def require_dtype(fname: str, name: str, x: Any, allowed: tuple[str, ...]) -> st
     return dt
 
 
+_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+_grad_enabled = torch.is_grad_enabled
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_function_modes = torch._C._is_torch_function_mode_enabled
+_functorch_active = torch._C._are_functorch_transforms_active
+_compiling = torch.compiler.is_compiling
+
+
+def eager_plain(*tensors: Any) -> bool:
+    """Whether an operator call with these tensors would run its CPU implementation
+    and nothing else: plain eager CPU tensors, no autograd history to record, no
+    dispatch or function mode, no functorch transform, not tracing. The public
+    kernel functions then call that implementation themselves, without the dispatcher's
+    round trip (several microseconds); everything else goes through the operator."""
+    if _compiling() or _dispatch_modes() or _function_modes() or _functorch_active():
+        return False
+    grad = _grad_enabled()
+    for t in tensors:
+        if t is not None and (type(t) not in _PLAIN_TYPES or (grad and t.requires_grad)):
+            return False
+    return True
+
+
 __all__: list[str] = []

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from ._callbacks import CallbackScope
-from ._kernels import check_int, check_real, constants, describe, kind_of, variants
+from ._kernels import check_int, check_real, constants, describe, eager_plain, kind_of, variants
 from .core import resolve_threads, struct
 from .errors import ArgumentTypeError, DTypeError, ShapeError
 
@@ -57,6 +57,8 @@ _MOMENTUM = "vel: [b, n, 3]; mass: [b, n]; out: out [b, 3]"
 _nbody_c = variants("tf_physics_nbody", _NBODY)
 _energy_c = variants("tf_physics_energy", _ENERGY)
 _momentum_c = variants("tf_physics_momentum", _MOMENTUM)
+#: torch dtypes the kernels take, by name (the common case's check in _check_arrays)
+_TORCH_DTYPES = {getattr(torch, name): name for name in _nbody_c if isinstance(getattr(torch, name, None), torch.dtype)}
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
@@ -72,7 +74,13 @@ def _dtype_name(x: Array) -> str:
 
 def _check_arrays(fname: str, arrays: dict[str, Any]) -> tuple[str, str]:
     """Same kind and a float dtype for all; returns (kind, dtype name)."""
-    first_name, first = next(iter(arrays.items()))
+    values = list(arrays.values())
+    first = values[0]
+    dt = getattr(first, "dtype", None)
+    if type(first) is torch.Tensor and dt in _TORCH_DTYPES:  # the common case, in one pass
+        if all(type(x) is torch.Tensor and x.dtype is dt for x in values):
+            return "torch", _TORCH_DTYPES[dt]
+    first_name = next(iter(arrays))
     kind = kind_of(first)
     for name, x in arrays.items():
         k = kind_of(x)
@@ -212,8 +220,12 @@ def _nbody(
                            _hashable(record_every))
         rec = run.record_every
         nthreads = resolve_threads(threads)
-        if not (_all_tensors(pos, vel, mass) and progress in (None, False)):
+        # tensors go through the operator unless the operator would only run this same
+        # implementation (plain eager tensors: see eager_plain)
+        if not (_all_tensors(pos, vel, mass) and progress in (None, False)) or eager_plain(pos, vel, mass):
             p, v, traj = _integrate(fname, pos, vel, mass, run, nthreads, progress, copy)
+            if not copy:
+                p, v = pos, vel  # the caller's own objects (written in place), not detached views
             return (p, v) if rec == 0 else (p, v, traj)
         dt, steps, G, softening = float(_hashable(dt)), run.steps, float(_hashable(G)), float(_hashable(softening))
     kw = dict(dt=dt, steps=steps, G=G, softening=softening, method=method, record_every=rec, threads=threads)
@@ -323,7 +335,7 @@ def energy(pos: Array, vel: Array, mass: Array, G: float = 1.0, softening: float
     """
     if not _compiling():
         G, softening = _gravity("energy", _hashable(G), _hashable(softening))
-    if _all_tensors(pos, vel, mass):
+    if _all_tensors(pos, vel, mass) and not eager_plain(pos, vel, mass):
         return _energy_op(pos, vel, mass, G, softening, threads=threads)
     return _energy(pos, vel, mass, G, softening, resolve_threads(threads))
 
@@ -345,7 +357,7 @@ def momentum(vel: Array, mass: Array) -> Any:
     >>> ph.momentum(torch.tensor([[1.0, 0, 0], [-0.5, 0, 0]]), torch.tensor([1.0, 2.0])).tolist()
     [0.0, 0.0, 0.0]
     """
-    if _all_tensors(vel, mass, mass):
+    if _all_tensors(vel, mass, mass) and not eager_plain(vel, mass):
         return _momentum_op(vel, mass)
     return _momentum(vel, mass)
 

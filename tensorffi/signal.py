@@ -86,6 +86,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from ._kernels import eager_plain
 from ._lib import native
 from .core import get_num_threads, resolve_threads
 from .errors import DeviceError, DTypeError, InvalidArgumentError, ShapeError
@@ -1060,29 +1061,6 @@ def _refuse_complex_sos_grad(fn: str, sos: torch.Tensor, *tensors: Any) -> None:
 
 
 _SOS_OK = (torch.float32, torch.float64, torch.complex64, torch.complex128)
-_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
-_grad_enabled = torch.is_grad_enabled
-_dispatch_modes = torch._C._len_torch_dispatch_stack
-_function_modes = torch._C._is_torch_function_mode_enabled
-_functorch_active = torch._C._are_functorch_transforms_active
-_compiling = torch.compiler.is_compiling
-
-
-def _eager_plain(*tensors: Any) -> bool:
-    """Whether an operator call with these tensors would run its CPU implementation
-    and nothing else: plain eager CPU tensors, no autograd history to record, no
-    dispatch or function mode, no functorch transform, not tracing. The public
-    functions then call that implementation themselves, without the dispatcher's
-    round trip (several microseconds); everything else goes through the operator."""
-    if _compiling() or _dispatch_modes() or _function_modes() or _functorch_active():
-        return False
-    grad = _grad_enabled()
-    for t in tensors:
-        if t is not None and (type(t) not in _PLAIN_TYPES or (grad and t.requires_grad)):
-            return False
-    return True
-
-
 def _sosfilt_torch(sos: Any, x: torch.Tensor, axis: Any, zi: Any, dtype: Any, threads: int | None) -> Any:
     fn = "sosfilt"
     if not x.is_cpu:
@@ -1111,8 +1089,8 @@ def _sosfilt_torch(sos: Any, x: torch.Tensor, axis: Any, zi: Any, dtype: Any, th
         _refuse_complex_sos_grad(fn, sos, x, zi)
     if threads is not None:
         resolve_threads(threads)
-    if _eager_plain(sos, x, zi):
-        y, zf = _op_sosfilt(sos, x, axis, zi, threads)  # what the operator would run (see _eager_plain)
+    if eager_plain(sos, x, zi):
+        y, zf = _op_sosfilt(sos, x, axis, zi, threads)  # what the operator would run (see eager_plain)
     else:
         y, zf = _sosfilt_op(sos, x, axis, zi, threads)
     return y if zi is None else (y, zf)
