@@ -57,6 +57,9 @@ _MOMENTUM = "vel: [b, n, 3]; mass: [b, n]; out: out [b, 3]"
 _nbody_c = variants("tf_physics_nbody", _NBODY)
 _energy_c = variants("tf_physics_energy", _ENERGY)
 _momentum_c = variants("tf_physics_momentum", _MOMENTUM)
+# the same C for one unbatched system (b = 1): no views to add and remove a batch axis
+_energy1_c = variants("tf_physics_energy", "pos: [n, 3]; vel: [n, 3]; mass: [n]; out: out []; b = 1")
+_momentum1_c = variants("tf_physics_momentum", "vel: [n, 3]; mass: [n]; out: out [3]; b = 1")
 #: torch dtypes the kernels take, by name (the common case's check in _check_arrays)
 _TORCH_DTYPES = {getattr(torch, name): name for name in _nbody_c if isinstance(getattr(torch, name, None), torch.dtype)}
 
@@ -344,10 +347,10 @@ def _energy(pos: Array, vel: Array, mass: Array, g: float, eps: float, nthreads:
     """The one implementation of energy (arrays or tensors; scalars already checked)."""
     _, dtype = _check_arrays("energy", {"pos": pos, "vel": vel, "mass": mass})
     batched, b, n = _check_shapes("energy", pos, vel, mass)
-    pos3, vel3 = (pos, vel) if batched else (pos[None], vel[None])
-    mass2 = _batched_mass(mass if batched else mass[None], b, n)
-    out = _energy_c[dtype](pos3, vel3, mass2, g, eps, nthreads)
-    return out if batched else out[0]
+    if not batched:
+        out = _energy1_c[dtype](pos, vel, mass, g, eps, nthreads)
+        return out if isinstance(out, torch.Tensor) else out[()]  # a NumPy scalar, as out[0] gives
+    return _energy_c[dtype](pos, vel, _batched_mass(mass, b, n), g, eps, nthreads)
 
 
 def momentum(vel: Array, mass: Array) -> Any:
@@ -366,9 +369,9 @@ def _momentum(vel: Array, mass: Array) -> Any:
     """The one implementation of momentum (arrays or tensors)."""
     _, dtype = _check_arrays("momentum", {"vel": vel, "mass": mass})
     batched, b, n = _check_shapes("momentum", vel, None, mass, pos_name="vel")
-    vel3 = vel if batched else vel[None]
-    out = _momentum_c[dtype](vel3, _batched_mass(mass if batched else mass[None], b, n))
-    return out if batched else out[0]
+    if not batched:
+        return _momentum1_c[dtype](vel, mass)
+    return _momentum_c[dtype](vel, _batched_mass(mass, b, n))
 
 
 # --------------------------------------------------------------------------- #
