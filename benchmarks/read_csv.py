@@ -5,6 +5,7 @@
     python benchmarks/read_csv.py --quick          # 200,000 rows, 3 repeats
     python benchmarks/read_csv.py --sets g9 --repeats 7
     python benchmarks/read_csv.py --tiny-only      # 10 and 100 rows from bytes vs numpy.loadtxt
+    python benchmarks/read_csv.py --alternating    # also: each call right after a torch op (g9 set)
 
 Data sets (generated once into benchmarks/_work/, ignored by git, read once before
 timing so that the page cache is warm):
@@ -155,12 +156,21 @@ def methods(path: Path, threads: int, levels: list[str], peers: bool) -> dict[st
     return m
 
 
+def torch_step() -> Callable[[], None]:
+    """An untimed torch op on all of torch's threads, as in a training step: after it,
+    torch's OpenMP workers keep spinning for a while, on the cores our threads need."""
+    a, b = torch.randn(768, 768), torch.randn(768, 768)
+    return lambda: (a @ b, None)[1]
+
+
 def measure(
-    fns: dict[str, Callable[[], torch.Tensor]], repeats: int, slow: set[str]
+    fns: dict[str, Callable[[], torch.Tensor]], repeats: int, slow: set[str],
+    between: Callable[[], None] | None = None,
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Wall times, and CPU times of the process (for a single-threaded method, its
     work: unlike wall time, barely moved by other processes' load). pandas' C engine
-    parses on a helper thread, so the process's time, not the calling thread's."""
+    parses on a helper thread, so the process's time, not the calling thread's.
+    ``between``: run (untimed) right before each timed call."""
     times: dict[str, list[float]] = {name: [] for name in fns}
     cpu: dict[str, list[float]] = {name: [] for name in fns}
     reference = None
@@ -168,6 +178,8 @@ def measure(
         for name, fn in fns.items():
             if name in slow and rep >= 1:
                 continue  # slow peers: one run
+            if between is not None:
+                between()
             c0 = time.process_time()
             t0 = time.perf_counter()
             out = fn()
@@ -249,6 +261,8 @@ def main() -> int:
     parser.add_argument("--simd", default=None, help="comma-separated SIMD levels (default: all this CPU has)")
     parser.add_argument("--peers", action="store_true", help="also pyarrow, polars and numpy.loadtxt")
     parser.add_argument("--tiny-only", action="store_true")
+    parser.add_argument("--alternating", action="store_true",
+                        help="also time every method right after a torch matmul (g9 set), as between training steps")
     args = parser.parse_args()
     rows = args.rows or (200_000 if args.quick else 1_000_000)
     repeats = args.repeats or (3 if args.quick else 5)
@@ -281,6 +295,22 @@ def main() -> int:
             single = "1 thread" in k or k.startswith("pandas") or k.startswith("numpy")
             c = f"{mcpu[k]:.3f} | {pandas_cpu / mcpu[k]:.2f}x" if single else "- | -"
             print(f"| {k} | {v:.3f} | {size_mb / v:.0f} | {len(times[k])} | {pandas / v:.2f}x | {c} |")
+        print()
+    if args.alternating:
+        path = dataset("g9", rows)
+        size_mb = path.stat().st_size / 1e6
+        fns = methods(path, threads, levels, False)
+        step = torch_step()
+        back, _ = measure(fns, repeats, slow=set())
+        alt, _ = measure(fns, repeats, slow=set(), between=step)
+        print(f"### Alternating with a torch op: g9, {rows:,} rows, {size_mb:.0f} MB; each call right after an "
+              f"untimed 768x768 matmul on {torch.get_num_threads()} torch threads, and back to back ({load()})\n")
+        print("| method | back to back s | alternating s | alternating / back to back | pandas / method, alternating |")
+        print("|---|---:|---:|---:|---:|")
+        pandas_alt = statistics.median(alt['pandas.read_csv(engine="c")'])
+        for k in fns:
+            b, a = statistics.median(back[k]), statistics.median(alt[k])
+            print(f"| {k} | {b:.3f} | {a:.3f} | {a / b:.2f} | {pandas_alt / a:.2f}x |")
         print()
     print(f"At end: {load()}")
     return 0
