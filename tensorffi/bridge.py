@@ -94,6 +94,12 @@ _Tensor = torch.Tensor
 _ndarray = np.ndarray
 _increment_version = torch._C._increment_version
 _FFI = cffi.FFI()  # for from_buffer/cast of NumPy memory (any FFI can do it)
+try:  # a compiled module's FFI: its cast and from_buffer are C functions (cffi.FFI's are Python)
+    from ._native import ffi as _CFFI  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - only on a broken install (tensorffi._lib explains)
+    _CFFI = _FFI
+_INTPTR = _CFFI.typeof("intptr_t")
+_CHARS = _CFFI.typeof("char[]")
 _CData = _FFI.CData
 _FLT_MAX = float(np.finfo(np.float32).max)
 _FLT_NORMAL = float(np.finfo(np.float32).tiny)
@@ -918,12 +924,44 @@ class _Gen:
         if p.shape is not None:
             self.emit(f"_s{i} = {v}.size()")
         self.dedent()
+        if not kernel and p.dtype not in (None, "any", "bfloat16"):
+            self.emit_ndarray_fast(p)
         self.emit("else:")
         self.emit(f"    {prep}")
         if not kernel:
             self.dedent()
             self.emit("except RuntimeError:")
             self.emit(f"    {prep}")
+
+    def emit_ndarray_fast(self, p: Param) -> None:
+        """The fast path for a NumPy array that can go to C as it is: the exact dtype,
+        C-contiguous, aligned (and writeable if C writes it), and not a view of a torch
+        tensor's memory (its base is None or a base-less array; the general path checks
+        such views against their storage). Anything else takes the general preparation."""
+        i, v = p.index, p.pyname
+        conds = [
+            f"_type({v}) is _ND",
+            f"{v}.dtype is {self.const(NUMPY_DTYPES[p.dtype or 'any'], 'npdt')}",
+            f"(_f{i} := {v}.flags).c_contiguous",
+            f"_f{i}.aligned",
+        ]
+        if p.written:
+            conds.append(f"_f{i}.writeable")
+        conds.append(f"((_o{i} := {v}.base) is None or (_type(_o{i}) is _ND and _o{i}.base is None))")
+        self.emit(f"elif {' and '.join(conds)}:")
+        self.indent()
+        cast, fb = self.const(_CFFI.cast, "ccast"), self.const(_CFFI.from_buffer, "cfb")
+        self.emit(f"_a{i} = _int({cast}({self.const(_INTPTR, 'ip')}, {fb}({self.const(_CHARS, 'chars')}, {v})))")
+        self.emit(f"_k{i} = {v}")
+        if self.needs_bytes:
+            self.emit(f"_b{i} = {v}.nbytes")
+        if p.written:
+            self.emit(f"_w{i} = None")
+        if self.needs_kind:
+            self.emit(f"_n{i} = True")
+        if p.shape is not None:
+            self.emit(f"_s{i} = {v}.shape")
+        self.dedent()
 
     def emit_absent(self, p: Param) -> None:
         i = p.index

@@ -153,6 +153,40 @@ def test_read_only_numpy_array_is_refused(userlib, rng):
         userlib.process_data(a, 5)
 
 
+def test_numpy_arrays_at_the_edges_of_the_fast_path(userlib, rng):
+    # The generated call passes a plain, aligned, C-contiguous array of the exact dtype
+    # straight to C; everything else must still get the general path's checks.
+    ref = rng.standard_normal(6).astype(np.float32)
+    view = np.ones(12, np.float32).reshape(2, 6)[1]  # a view of a view of a fresh array
+    view[:] = ref
+    userlib.process_data(view, 6)
+    np.testing.assert_array_equal(view, 2 * ref + 1)
+    buf = bytearray(ref.tobytes())  # base is not an ndarray: memory C must write through
+    userlib.process_data(np.frombuffer(buf, np.float32), 6)
+    np.testing.assert_array_equal(np.frombuffer(buf, np.float32), 2 * ref + 1)
+    swapped = ref.astype(">f4")
+    with pytest.raises(DTypeError, match="argument 'data'"):
+        userlib.process_data(swapped, 6)
+    raw = np.zeros(6 * 4 + 1, np.uint8)
+    unaligned = raw[1:].view(np.float32)
+    assert not unaligned.flags.aligned
+    with pytest.raises(LayoutError, match="not aligned"):
+        userlib.process_data(unaligned, 6)
+    assert not raw.any()
+    x64 = rng.standard_normal(7)
+    assert userlib.sum_f64(x64[::-1]) == pytest.approx(x64.sum(), rel=1e-12)  # copied, not refused
+    t = torch.from_numpy(ref.copy())
+    through = t.numpy()[2:]  # an ndarray viewing torch memory: the general path checks its storage
+    userlib.process_data(through, 4)
+    np.testing.assert_array_equal(t.numpy(), np.concatenate([ref[:2], 2 * ref[2:] + 1]))
+    orphan = torch.from_numpy(ref.copy()).clone()  # a storage only this tensor holds
+    stale = orphan.numpy()
+    orphan.set_(torch.zeros(0))
+    stale.base.set_(torch.zeros(0))  # the alias NumPy holds too: the old storage is freed
+    with pytest.raises(LayoutError, match="storage no longer holds it"):
+        userlib.process_data(stale, 6)
+
+
 def test_tensor_requiring_grad_is_never_written(userlib):
     w = torch.ones(4, requires_grad=True)
     with pytest.raises(WritabilityError, match="requires grad"):
