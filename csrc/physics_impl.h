@@ -11,6 +11,10 @@ typedef void (*P(tf_phys_force_fn))(const P_REAL *x, const P_REAL *y, const P_RE
                                       const P_REAL *gm, int64_t n, int64_t i0, int64_t i1,
                                       P_REAL eps2, P_REAL *ax, P_REAL *ay, P_REAL *az);
 
+/* The lanes kernel: forces of lw systems side by side (see physics_simd.h). */
+typedef void (*P(tf_phys_lanes_fn))(const P_REAL *x, const P_REAL *y, const P_REAL *z, const P_REAL *gm,
+                                      int64_t n, P_REAL eps2, P_REAL *ax, P_REAL *ay, P_REAL *az);
+
 /* Portable force kernel (also the reference for the vectorised ones). A pair at
  * exactly zero distance (the body itself, or two bodies at the same place) adds
  * nothing: with softening its term is 0 anyway; without, it would be inf * 0. */
@@ -43,6 +47,8 @@ static void P(tf_phys_force_scalar)(const P_REAL *x, const P_REAL *y, const P_RE
 typedef struct {
     P(tf_phys_force_fn) pairs, rows;
     P_REAL rows_scale;
+    P(tf_phys_lanes_fn) lanes; /* NULL: no lanes kernel at this level */
+    int lanes_w;               /* its systems per vector */
 } P(tf_phys_kernels);
 
 /* eps^2 below which the guarded kernels run (the unguarded ones rely on the self
@@ -50,17 +56,21 @@ typedef struct {
 #define P_GUARD_EPS2 (sizeof(P_REAL) == sizeof(float) ? (P_REAL)1e-18 : (P_REAL)1e-200)
 
 static P(tf_phys_kernels) P(tf_phys_pick_kernels)(int guarded) {
-    P(tf_phys_kernels) k = {P(tf_phys_force_scalar), NULL, 1};
+    P(tf_phys_kernels) k = {P(tf_phys_force_scalar), NULL, 1, NULL, 0};
 #if TF_PHYS_X86
     const P_REAL scale = sizeof(P_REAL) == sizeof(float) ? (P_REAL)0.125 : (P_REAL)1;
     switch (tf_phys_level(sizeof(P_REAL))) {
     case TF_SIMD_AVX512:
-        k = guarded ? (P(tf_phys_kernels)){P_CAT(P(tf_phys_force_avx512), guarded), P_CAT(P(tf_phys_rows_avx512), guarded), scale}
-                    : (P(tf_phys_kernels)){P(tf_phys_force_avx512), P(tf_phys_rows_avx512), scale};
+        k = guarded ? (P(tf_phys_kernels)){P_CAT(P(tf_phys_force_avx512), guarded), P_CAT(P(tf_phys_rows_avx512), guarded), scale,
+                                            P_CAT(P(tf_phys_force_avx512), lanes_guarded), 64 / (int)sizeof(P_REAL)}
+                    : (P(tf_phys_kernels)){P(tf_phys_force_avx512), P(tf_phys_rows_avx512), scale,
+                                            P_CAT(P(tf_phys_force_avx512), lanes), 64 / (int)sizeof(P_REAL)};
         break;
     case TF_SIMD_AVX2:
-        k = guarded ? (P(tf_phys_kernels)){P_CAT(P(tf_phys_force_avx2), guarded), P_CAT(P(tf_phys_rows_avx2), guarded), scale}
-                    : (P(tf_phys_kernels)){P(tf_phys_force_avx2), P(tf_phys_rows_avx2), scale};
+        k = guarded ? (P(tf_phys_kernels)){P_CAT(P(tf_phys_force_avx2), guarded), P_CAT(P(tf_phys_rows_avx2), guarded), scale,
+                                            P_CAT(P(tf_phys_force_avx2), lanes_guarded), 32 / (int)sizeof(P_REAL)}
+                    : (P(tf_phys_kernels)){P(tf_phys_force_avx2), P(tf_phys_rows_avx2), scale,
+                                            P_CAT(P(tf_phys_force_avx2), lanes), 32 / (int)sizeof(P_REAL)};
         break;
     default: break;
     }
@@ -92,6 +102,12 @@ typedef struct {
     int64_t blk, nforce;
     int64_t steps_done; /* shared mode (the caller's) */
     tf_phys_slot *slots; /* systems mode: system-steps done, per thread */
+    /* systems mode, small systems: units [0, groups) are groups of lw systems run side
+     * by side by the lanes kernel (lanebufs: 13 n lw reals per thread); the rest are
+     * single systems */
+    int64_t groups, lw;
+    int64_t first; /* groups * lw: xs, acc, vh and gm hold systems [first, b) */
+    P_REAL *lanebufs;
     tf_rt *rt;
 } P(tf_phys_ctx);
 
@@ -99,7 +115,7 @@ typedef struct {
 static void P(tf_phys_init)(P(tf_phys_ctx) *c, int64_t s) {
     const int64_t n = c->n, np = c->npad;
     const P_REAL *m = c->mass + s * n, *p = c->pos + s * n * 3;
-    P_REAL *gm = c->gm + s * np, *x = c->xs + s * 3 * np, *y = x + np, *z = y + np;
+    P_REAL *gm = c->gm + (s - c->first) * np, *x = c->xs + (s - c->first) * 3 * np, *y = x + np, *z = y + np;
     for (int64_t i = 0; i < n; i++) {
         gm[i] = c->G * m[i];
         x[i] = p[3 * i];
@@ -112,8 +128,8 @@ static void P(tf_phys_init)(P(tf_phys_ctx) *c, int64_t s) {
 /* Leapfrog's first half: vh = v + a dt/2, x += vh dt (scratch only). */
 static void P(tf_phys_kick_drift)(P(tf_phys_ctx) *c, int64_t s) {
     const int64_t n = c->n, np = c->npad;
-    const P_REAL *v = c->vel + s * n * 3, *a = c->acc + s * 3 * np, h = c->half_dt, dt = c->dt;
-    P_REAL *vh = c->vh + s * 3 * np, *x = c->xs + s * 3 * np;
+    const P_REAL *v = c->vel + s * n * 3, *a = c->acc + (s - c->first) * 3 * np, h = c->half_dt, dt = c->dt;
+    P_REAL *vh = c->vh + (s - c->first) * 3 * np, *x = c->xs + (s - c->first) * 3 * np;
     for (int k = 0; k < 3; k++)
         for (int64_t i = 0; i < n; i++) {
             vh[k * np + i] = v[3 * i + k] + a[k * np + i] * h;
@@ -124,10 +140,10 @@ static void P(tf_phys_kick_drift)(P(tf_phys_ctx) *c, int64_t s) {
 /* The end of step `step` of system s: the caller's pos and vel get the new state. */
 static void P(tf_phys_end_step)(P(tf_phys_ctx) *c, int64_t s, int64_t step) {
     const int64_t n = c->n, np = c->npad;
-    const P_REAL *a = c->acc + s * 3 * np;
-    P_REAL *x = c->xs + s * 3 * np, *p = c->pos + s * n * 3, *v = c->vel + s * n * 3;
+    const P_REAL *a = c->acc + (s - c->first) * 3 * np;
+    P_REAL *x = c->xs + (s - c->first) * 3 * np, *p = c->pos + s * n * 3, *v = c->vel + s * n * 3;
     if (c->leapfrog) {
-        const P_REAL *vh = c->vh + s * 3 * np, h = c->half_dt;
+        const P_REAL *vh = c->vh + (s - c->first) * 3 * np, h = c->half_dt;
         for (int k = 0; k < 3; k++)
             for (int64_t i = 0; i < n; i++) {
                 v[3 * i + k] = vh[k * np + i] + a[k * np + i] * h;
@@ -152,20 +168,78 @@ static void P(tf_phys_end_step)(P(tf_phys_ctx) *c, int64_t s, int64_t step) {
 /* Forces of system s, all bodies, on one thread (buf: its row-kernel buffer). */
 static void P(tf_phys_forces)(P(tf_phys_ctx) *c, int64_t s, P_REAL *buf) {
     const int64_t n = c->n, np = c->npad;
-    const P_REAL *x = c->xs + s * 3 * np;
-    P_REAL *a = c->acc + s * 3 * np;
+    const P_REAL *x = c->xs + (s - c->first) * 3 * np;
+    P_REAL *a = c->acc + (s - c->first) * 3 * np;
     if (c->use_rows) {
         memset(buf, 0, (size_t)(3 * np) * sizeof(P_REAL));
-        c->k.rows(x, x + np, x + 2 * np, c->gm + s * np, n, 0, n, c->eps2, buf, buf + np, buf + 2 * np);
+        c->k.rows(x, x + np, x + 2 * np, c->gm + (s - c->first) * np, n, 0, n, c->eps2, buf, buf + np, buf + 2 * np);
         for (int64_t i = 0; i < 3 * np; i++) a[i] = buf[i] * c->k.rows_scale;
     } else {
-        c->k.pairs(x, x + np, x + 2 * np, c->gm + s * np, n, 0, n, c->eps2, a, a + np, a + 2 * np);
+        c->k.pairs(x, x + np, x + 2 * np, c->gm + (s - c->first) * np, n, 0, n, c->eps2, a, a + np, a + 2 * np);
     }
 }
 
-/* Unit s: all steps of system s. A run that stops leaves it after its last whole step. */
+/* Unit g < groups: all steps of the lw systems of group g, side by side in the lanes
+ * layout (body i of the group's system l at [i * lw + l]). The thread's buffer holds
+ * positions (x | y | z), G m, accelerations, velocities and half-step velocities: 13 n
+ * lw reals. The arithmetic is tf_phys_kick_drift's and tf_phys_end_step's, element
+ * for element (the kernel's scale, a power of 2, is folded into the step sizes), and
+ * the caller's pos and vel are written once per step, as there. */
+static int P(tf_phys_group_unit)(P(tf_phys_ctx) *c, int64_t g, int tid) {
+    const int64_t n = c->n, w = c->lw, nw = n * w, s0 = g * w;
+    P_REAL *x = c->lanebufs + (int64_t)tid * 13 * nw, *gm = x + 3 * nw, *a = gm + nw, *v = a + 3 * nw, *vh = v + 3 * nw;
+    const P_REAL *mass = c->mass + s0 * n;
+    P_REAL *pos = c->pos + s0 * n * 3, *vel = c->vel + s0 * n * 3;
+    const P_REAL dt = c->dt, hs = c->half_dt * c->k.rows_scale, dts = c->dt * c->k.rows_scale;
+    _Atomic int64_t *slot = &c->slots[tid].steps;
+    const int64_t every = n >= 64 ? 1 : 16;
+    for (int64_t l = 0; l < w; l++)
+        for (int64_t i = 0; i < n; i++) {
+            gm[i * w + l] = c->G * mass[l * n + i];
+            for (int64_t k = 0; k < 3; k++) {
+                x[k * nw + i * w + l] = pos[(l * n + i) * 3 + k];
+                v[k * nw + i * w + l] = vel[(l * n + i) * 3 + k];
+            }
+        }
+    if (c->leapfrog) c->k.lanes(x, x + nw, x + 2 * nw, gm, n, c->eps2, a, a + nw, a + 2 * nw);
+    for (int64_t step = 0; step < c->steps; step++) {
+        if (c->leapfrog)
+            for (int64_t q = 0; q < 3 * nw; q++) {
+                vh[q] = v[q] + a[q] * hs;
+                x[q] += vh[q] * dt;
+            }
+        c->k.lanes(x, x + nw, x + 2 * nw, gm, n, c->eps2, a, a + nw, a + 2 * nw);
+        if (c->leapfrog) {
+            for (int64_t q = 0; q < 3 * nw; q++) v[q] = vh[q] + a[q] * hs;
+        } else {
+            for (int64_t q = 0; q < 3 * nw; q++) {
+                v[q] = v[q] + a[q] * dts;
+                x[q] += v[q] * dt;
+            }
+        }
+        for (int64_t l = 0; l < w; l++) {
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t k = 0; k < 3; k++) {
+                    pos[(l * n + i) * 3 + k] = x[k * nw + i * w + l];
+                    vel[(l * n + i) * 3 + k] = v[k * nw + i * w + l];
+                }
+            if (c->rec > 0 && (step + 1) % c->rec == 0)
+                memcpy(c->traj + ((s0 + l) * c->frames + (step + 1) / c->rec - 1) * n * 3, pos + l * n * 3,
+                       (size_t)(n * 3) * sizeof(P_REAL));
+        }
+        atomic_store_explicit(slot, atomic_load_explicit(slot, memory_order_relaxed) + w, memory_order_relaxed);
+        if ((step + 1) % every == 0) tf_rt_report(c->rt, tf_phys_done_systems(c->slots, c->threads, c->b), 0);
+        if (tf_rt_checkpoint(c->rt)) break;
+    }
+    return TF_OK;
+}
+
+/* Unit s: all steps of system s (after the groups: see tf_phys_ctx). A run that stops
+ * leaves it after its last whole step. */
 static int P(tf_phys_system_unit)(void *arg, int64_t s, int tid) {
     P(tf_phys_ctx) *c = (P(tf_phys_ctx) *)arg;
+    if (s < c->groups) return P(tf_phys_group_unit)(c, s, tid);
+    s = c->groups * c->lw + (s - c->groups);
     P_REAL *buf = c->bufs + (int64_t)tid * 3 * c->npad;
     _Atomic int64_t *slot = &c->slots[tid].steps;
     /* the caller reports between steps; for tiny systems not after every one */
@@ -198,18 +272,18 @@ static int P(tf_phys_force_unit)(void *arg, int64_t unit, int tid) {
     (void)tid;
     P(tf_phys_ctx) *c = (P(tf_phys_ctx) *)arg;
     const int64_t np = c->npad, n = c->n, s = unit / c->nforce, q = unit % c->nforce;
-    const P_REAL *x = c->xs + s * 3 * np;
+    const P_REAL *x = c->xs + (s - c->first) * 3 * np;
     if (c->use_rows) {
         int64_t r0, r1;
         P(tf_phys_chunk_rows)(c, q, &r0, &r1);
         P_REAL *b = c->bufs + unit * 3 * np;
         const int64_t z = r0 / TF_PHYS_PAD * TF_PHYS_PAD; /* the chunk writes from here on */
         for (int64_t k = 0; k < 3; k++) memset(b + k * np + z, 0, (size_t)(np - z) * sizeof(P_REAL));
-        c->k.rows(x, x + np, x + 2 * np, c->gm + s * np, n, r0, r1, c->eps2, b, b + np, b + 2 * np);
+        c->k.rows(x, x + np, x + 2 * np, c->gm + (s - c->first) * np, n, r0, r1, c->eps2, b, b + np, b + 2 * np);
     } else {
         int64_t i0 = q * c->blk, i1 = i0 + c->blk < n ? i0 + c->blk : n;
-        P_REAL *a = c->acc + s * 3 * np;
-        c->k.pairs(x, x + np, x + 2 * np, c->gm + s * np, n, i0, i1, c->eps2, a, a + np, a + 2 * np);
+        P_REAL *a = c->acc + (s - c->first) * 3 * np;
+        c->k.pairs(x, x + np, x + 2 * np, c->gm + (s - c->first) * np, n, i0, i1, c->eps2, a, a + np, a + 2 * np);
     }
     return TF_OK;
 }
@@ -222,7 +296,7 @@ static int P(tf_phys_force_phase)(P(tf_phys_ctx) *c) {
     if (rc != TF_OK || !c->use_rows) return rc;
     const int64_t np = c->npad, n = c->n;
     for (int64_t s = 0; s < c->b; s++) {
-        P_REAL *a = c->acc + s * 3 * np;
+        P_REAL *a = c->acc + (s - c->first) * 3 * np;
         memset(a, 0, (size_t)(3 * np) * sizeof(P_REAL));
         for (int64_t q = 0; q < c->nforce; q++) {
             int64_t r0, r1;
@@ -246,7 +320,7 @@ static int P(tf_phys_driver)(tf_rt *rt, void *arg) {
     P(tf_phys_ctx) *c = (P(tf_phys_ctx) *)arg;
     c->rt = rt;
     if (!c->shared) {
-        int rc = tf_rt_phase(rt, c->b, P(tf_phys_system_unit), c);
+        int rc = tf_rt_phase(rt, c->groups + (c->b - c->groups * c->lw), P(tf_phys_system_unit), c);
         if (rc == TF_OK) tf_rt_report(rt, c->steps, 1); /* the bar ends full */
         return TF_OK;
     }
@@ -339,7 +413,16 @@ int P(tf_physics_nbody)(P_REAL *pos, P_REAL *vel, const P_REAL *mass, int64_t b,
     /* Scratch: positions, accelerations, half-step velocities (3 npad each) and G m
      * (npad) per system; the row kernel's buffers (3 npad each); progress slots. */
     const size_t nbufs = !c.use_rows ? 0 : plan.shared ? (size_t)b * (size_t)c.nforce : (size_t)plan.threads;
-    const size_t reals = ((size_t)b * 10 + nbufs * 3) * (size_t)c.npad;
+    /* Batches of systems: groups of lw systems side by side, when there are enough
+     * groups for every thread (the rest of the systems: one at a time). */
+    if (!plan.shared && c.k.lanes && n >= 2 && n <= TF_PHYS_LANES_MAX) {
+        c.lw = c.k.lanes_w;
+        c.groups = b / c.lw >= plan.threads ? b / c.lw : 0;
+    }
+    c.first = c.groups * c.lw;
+    const size_t singles = (size_t)(b - c.first); /* systems with scratch of their own */
+    const size_t lane_reals = c.groups ? (size_t)plan.threads * 13 * (size_t)(n * c.lw) : 0;
+    const size_t reals = (singles * 10 + nbufs * 3) * (size_t)c.npad + lane_reals;
     const size_t slots_at = (reals * sizeof(P_REAL) + 63) / 64 * 64;
     char *scratch = tf_phys_alloc(slots_at + (size_t)plan.threads * sizeof(tf_phys_slot));
     if (!scratch)
@@ -347,10 +430,11 @@ int P(tf_physics_nbody)(P_REAL *pos, P_REAL *vel, const P_REAL *mass, int64_t b,
                         (long long)n);
     P_REAL *r = (P_REAL *)scratch;
     c.xs = r;
-    c.acc = r + (size_t)b * 3 * c.npad;
-    c.vh = r + (size_t)b * 6 * c.npad;
-    c.gm = r + (size_t)b * 9 * c.npad;
-    c.bufs = r + (size_t)b * 10 * c.npad;
+    c.acc = r + singles * 3 * c.npad;
+    c.vh = r + singles * 6 * c.npad;
+    c.gm = r + singles * 9 * c.npad;
+    c.bufs = r + singles * 10 * c.npad;
+    c.lanebufs = c.bufs + nbufs * 3 * (size_t)c.npad;
     c.slots = (tf_phys_slot *)(scratch + slots_at);
     for (int t = 0; t < plan.threads; t++) atomic_init(&c.slots[t].steps, 0);
     /* Large fresh buffers are faulted in here, before the threads write them. */

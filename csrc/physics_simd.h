@@ -226,3 +226,106 @@ __attribute__((noinline)) static void K_CAT(K_SYM_NAME, _guarded)(const K_REAL *
                                                                   K_REAL eps2, K_REAL *ax, K_REAL *ay, K_REAL *az) {
     K_CAT(K_SYM_NAME, _body)(x, y, z, gm, n, r0, r1, eps2, ax, ay, az, 1);
 }
+
+/* Pair-once forces of K_W systems side by side, one system per lane ("lanes"
+ * layout: body i of the system in lane l at [i * K_W + l]), for batches of small
+ * systems. Each pair i < j is computed once for all K_W systems, with no masks, no
+ * horizontal sums and no wasted lanes: about 2/3 of the all-pairs kernel's
+ * arithmetic per interaction at N = 64 (where the row kernel's first and last
+ * vectors of a row are mostly masked). Writes ax, ay, az (n * K_W each) times
+ * 1/K_ACC_SCALE; as the other kernels, without G (gm carries it). */
+static inline __attribute__((always_inline)) void K_CAT(K_NAME, _lanes_body)(
+    const K_REAL *x, const K_REAL *y, const K_REAL *z, const K_REAL *gm, int64_t n, K_REAL eps2, K_REAL *ax,
+    K_REAL *ay, K_REAL *az, const int guard) {
+    const K_VEC veps2 = K_SET1(eps2);
+    for (int64_t i = 0; i < n; i++) {
+        K_STORE(ax + i * K_W, K_ZERO());
+        K_STORE(ay + i * K_W, K_ZERO());
+        K_STORE(az + i * K_W, K_ZERO());
+    }
+/* The pair (body I with XI.., its sums SX..; body J at xj.., mj), both directions. */
+#define K_LANE_TERM(XI, YI, ZI, MI, SX, SY, SZ, AJX, AJY, AJZ)                               \
+    do {                                                                                    \
+        const K_VEC dx = K_SUB(xj, XI), dy = K_SUB(yj, YI), dz = K_SUB(zj, ZI);             \
+        K_VEC f;                                                                            \
+        if (guard) {                                                                        \
+            K_VEC d2 = K_FMADD(dz, dz, K_FMADD(dy, dy, K_MUL(dx, dx)));                     \
+            f = K_KEEP_NONZERO(K_RCUBE(K_ADD(d2, veps2)), d2);                              \
+        } else {                                                                            \
+            f = K_RCUBE(K_FMADD(dz, dz, K_FMADD(dy, dy, K_FMADD(dx, dx, veps2))));          \
+        }                                                                                   \
+        const K_VEC wi = K_MUL(mj, f), wj = K_MUL(MI, f);                                   \
+        SX = K_FMADD(wi, dx, SX);                                                           \
+        SY = K_FMADD(wi, dy, SY);                                                           \
+        SZ = K_FMADD(wi, dz, SZ);                                                           \
+        AJX = K_FNMADD(wj, dx, AJX);                                                        \
+        AJY = K_FNMADD(wj, dy, AJY);                                                        \
+        AJZ = K_FNMADD(wj, dz, AJZ);                                                        \
+    } while (0)
+#define K_LANE_J(j)                                                                         \
+    const K_VEC xj = K_LOAD(x + (j) * K_W), yj = K_LOAD(y + (j) * K_W), zj = K_LOAD(z + (j) * K_W); \
+    const K_VEC mj = K_LOAD(gm + (j) * K_W);                                                \
+    K_VEC ajx = K_LOAD(ax + (j) * K_W), ajy = K_LOAD(ay + (j) * K_W), ajz = K_LOAD(az + (j) * K_W)
+#define K_LANE_J_STORE(j)                                                                   \
+    K_STORE(ax + (j) * K_W, ajx);                                                           \
+    K_STORE(ay + (j) * K_W, ajy);                                                           \
+    K_STORE(az + (j) * K_W, ajz)
+    int64_t i = 0;
+    /* With K_ROW_PAIRS, rows i and i + 1 together: they share every load and store of j. */
+    for (; K_ROW_PAIRS && i + 1 < n; i += 2) {
+        const K_VEC xa = K_LOAD(x + i * K_W), ya = K_LOAD(y + i * K_W), za = K_LOAD(z + i * K_W);
+        const K_VEC ma = K_LOAD(gm + i * K_W);
+        K_VEC sax = K_LOAD(ax + i * K_W), say = K_LOAD(ay + i * K_W), saz = K_LOAD(az + i * K_W);
+        K_VEC sbx, sby, sbz;
+        {
+            K_LANE_J(i + 1);
+            K_LANE_TERM(xa, ya, za, ma, sax, say, saz, ajx, ajy, ajz);
+            sbx = ajx;
+            sby = ajy;
+            sbz = ajz;
+        }
+        const K_VEC xb = K_LOAD(x + (i + 1) * K_W), yb = K_LOAD(y + (i + 1) * K_W), zb = K_LOAD(z + (i + 1) * K_W);
+        const K_VEC mb = K_LOAD(gm + (i + 1) * K_W);
+        for (int64_t j = i + 2; j < n; j++) {
+            K_LANE_J(j);
+            K_LANE_TERM(xa, ya, za, ma, sax, say, saz, ajx, ajy, ajz);
+            K_LANE_TERM(xb, yb, zb, mb, sbx, sby, sbz, ajx, ajy, ajz);
+            K_LANE_J_STORE(j);
+        }
+        K_STORE(ax + i * K_W, sax);
+        K_STORE(ay + i * K_W, say);
+        K_STORE(az + i * K_W, saz);
+        K_STORE(ax + (i + 1) * K_W, sbx);
+        K_STORE(ay + (i + 1) * K_W, sby);
+        K_STORE(az + (i + 1) * K_W, sbz);
+    }
+    for (; i < n; i++) {
+        const K_VEC xa = K_LOAD(x + i * K_W), ya = K_LOAD(y + i * K_W), za = K_LOAD(z + i * K_W);
+        const K_VEC ma = K_LOAD(gm + i * K_W);
+        K_VEC sax = K_LOAD(ax + i * K_W), say = K_LOAD(ay + i * K_W), saz = K_LOAD(az + i * K_W);
+        for (int64_t j = i + 1; j < n; j++) {
+            K_LANE_J(j);
+            K_LANE_TERM(xa, ya, za, ma, sax, say, saz, ajx, ajy, ajz);
+            K_LANE_J_STORE(j);
+        }
+        K_STORE(ax + i * K_W, sax);
+        K_STORE(ay + i * K_W, say);
+        K_STORE(az + i * K_W, saz);
+    }
+#undef K_LANE_J_STORE
+#undef K_LANE_J
+#undef K_LANE_TERM
+}
+
+__attribute__((noinline)) static void K_CAT(K_NAME, _lanes)(const K_REAL *x, const K_REAL *y, const K_REAL *z,
+                                                            const K_REAL *gm, int64_t n, K_REAL eps2, K_REAL *ax,
+                                                            K_REAL *ay, K_REAL *az) {
+    K_CAT(K_NAME, _lanes_body)(x, y, z, gm, n, eps2, ax, ay, az, 0);
+}
+
+__attribute__((noinline)) static void K_CAT(K_NAME, _lanes_guarded)(const K_REAL *x, const K_REAL *y,
+                                                                    const K_REAL *z, const K_REAL *gm, int64_t n,
+                                                                    K_REAL eps2, K_REAL *ax, K_REAL *ay,
+                                                                    K_REAL *az) {
+    K_CAT(K_NAME, _lanes_body)(x, y, z, gm, n, eps2, ax, ay, az, 1);
+}

@@ -432,6 +432,11 @@ static atomic_int tf_rt_forked; /* set in a forked child */
  * was found slow to start or to finish (see tf_rt_omp_judge). A hint, never a
  * correctness matter: a stale or torn read only picks the other thread source. */
 static _Atomic int64_t tf_rt_omp_slow_until;
+/* Set by the first host OpenMP run, which is not judged: it may have created the team
+ * (threads started, ~100 us). Judged slow, it sent the next second's runs to the own
+ * pool while the new team's threads still spun on both CPUs after it, starving the
+ * pool's worker: n-body (64 x 128 bodies, 4 steps) ran at one thread's speed for 1 s. */
+static atomic_int tf_rt_omp_used;
 
 static void tf_rt_omp_lookup(void) {
 #if TF_RT_LINUX
@@ -634,7 +639,8 @@ int tf_rt_run(const tf_rt_opts *o, int (*driver)(tf_rt *rt, void *ctx), void *ct
         double t0 = tf_rt_now();
         tf_rt_omp.parallel(tf_rt_omp_entry, rt, (unsigned)omp, 0);
         double t1 = tf_rt_now(), overhead = (rt->t_start - t0) + (t1 - rt->t_end);
-        if (overhead > TF_RT_OMP_SLOW_S + 0.1 * (rt->t_end - rt->t_start))
+        if (atomic_exchange_explicit(&tf_rt_omp_used, 1, memory_order_relaxed) &&
+            overhead > TF_RT_OMP_SLOW_S + 0.1 * (rt->t_end - rt->t_start))
             atomic_store_explicit(&tf_rt_omp_slow_until, (int64_t)((t1 + TF_RT_OMP_BACKOFF_S) * 1e9),
                                   memory_order_relaxed);
         tf_rt_tls_caller = saved;

@@ -127,6 +127,59 @@ def test_every_simd_level_matches_reference(rng, monkeypatch, simd, dtype):
                                        rtol=1e-6 if dtype == "float32" else 1e-12)
 
 
+@pytest.mark.parametrize("simd", ["scalar", "avx2", "avx512"])
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("method", METHODS)
+def test_batches_side_by_side_match_the_reference_and_one_system_at_a_time(rng, monkeypatch, simd, dtype, method):
+    # A batch of at least a vector's lanes of systems (AVX-512: 16 float32, 8 float64;
+    # AVX2: half) runs that many systems side by side, one per lane ("lanes" kernel);
+    # the systems left over run one at a time. Cases: groups and leftovers, one thread
+    # and two (a group per thread), bodies below and above the row kernel's threshold,
+    # two bodies per system, a trajectory, and a pair at zero distance with softening 0.
+    from conftest import require_simd
+
+    monkeypatch.setenv("TENSORFFI_SIMD", simd)
+    require_simd("physics", simd)
+    for b, n, softening, threads in [(37, 5, 0.0, 1), (35, 40, 0.1, 2), (33, 150, 0.0, 2), (17, 2, 0.1, 1)]:
+        pos, vel, mass = random_system(rng, b, n, DTYPES[dtype])
+        p, v, traj = ph.nbody(pos, vel, mass, dt=1e-2, steps=4, G=1.3, softening=softening, method=method,
+                              record_every=2, threads=threads)
+        rp, rv = ref_nbody(pos, vel, mass, dt=1e-2, steps=4, G=1.3, softening=softening, method=method)
+        assert_close_to(p, rp, rp, TOL[dtype][0])
+        assert_close_to(v - vel, rv - vel, rv - vel, TOL[dtype][1])
+        r2, _ = ref_nbody(pos, vel, mass, dt=1e-2, steps=2, G=1.3, softening=softening, method=method)
+        assert_close_to(traj[:, 0], r2, r2, TOL[dtype][0])
+        np.testing.assert_array_equal(traj[:, 1], p)
+    # zero distance: one system of the batch has two coincident bodies
+    pos, vel, mass = random_system(rng, 40, 20, DTYPES[dtype])
+    pos[21, 7] = pos[21, 3]
+    p, v = ph.nbody(pos, vel, mass, dt=1e-3, steps=2, method=method, threads=1)
+    assert np.isfinite(p).all() and np.isfinite(v).all()
+    for s in (0, 21, 39):
+        ps, vs = ph.nbody(pos[s], vel[s], mass[s], dt=1e-3, steps=2, method=method)  # alone: another kernel
+        assert_close_to(p[s], ps.astype(np.float64), ps, TOL[dtype][0])
+        assert_close_to(v[s] - vel[s], (vs - vel[s]).astype(np.float64), vs - vel[s], TOL[dtype][1])
+
+
+@pytest.mark.parametrize("how", ["exception", "free"])
+def test_a_batch_side_by_side_stops_at_a_whole_step(rng, how):
+    # The lanes kernel's groups (64 systems of 64 bodies, ~30 us a step) stop like single
+    # systems: at a step boundary, and never touching freed memory (tests/README.md: ASan).
+    tensors = [torch.from_numpy(a).clone() for a in random_system(rng, 64, 64, np.float32)]
+    pos0 = tensors[0].clone()
+
+    def progress(done, total):
+        if how == "free":
+            tensors[1].untyped_storage().resize_(0)
+        else:
+            raise Stop
+
+    with pytest.raises(tensorffi.errors.StorageChangedError if how == "free" else Stop):
+        ph.nbody_(*tensors, dt=1e-5, steps=10**6, progress=progress, threads=2)
+    if how == "exception":
+        assert torch.isfinite(tensors[0]).all() and not torch.equal(tensors[0], pos0)
+
+
 def test_mass_of_shape_n_is_shared_by_all_systems(rng, kind):
     pos, vel, mass = random_system(rng, 4, 20)
     m = mass[0]

@@ -262,6 +262,24 @@ MUTANTS: list[Mutant] = [
         ("tests/test_physics.py", "-k", "reference or simd"),
         "runtime",
     ),
+    Mutant(
+        "physics-lanes-reaction-sign",
+        "csrc/physics_simd.h",
+        "        AJZ = K_FNMADD(wj, dz, AJZ);                                                        \\\n    } while (0)\n#define K_LANE_J",
+        "        AJZ = K_FMADD(wj, dz, AJZ);                                                        \\\n    } while (0)\n#define K_LANE_J",
+        "batches of systems side by side: the reaction on body j pushes the wrong way (z)",
+        ("tests/test_physics.py", "-k", "side_by_side"),
+        "lead",
+    ),
+    Mutant(
+        "numpy-fast-path-writes-read-only",
+        "tensorffi/bridge.py",
+        '        if p.written:\n            conds.append(f"_f{i}.writeable")\n',
+        "",
+        "C writes into a read-only NumPy array (np.frombuffer of bytes: an immutable object changes)",
+        ("tests/test_bridge.py", "-k", "read_only_numpy"),
+        "lead",
+    ),
     # ---- this round: the contract plan, memory under C, strings, scalars, handles (lead) ---- #
     Mutant(
         "plan-self-defined-size-accepted",
