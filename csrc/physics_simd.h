@@ -102,6 +102,29 @@ __attribute__((noinline)) static void K_CAT(K_NAME, _guarded)(const K_REAL *x, c
     K_CAT(K_NAME, _body)(x, y, z, gm, n, i0, i1, eps2, ax, ay, az, 1);
 }
 
+/* One pair term of the pair-once kernels: body i (XI.., its weight MI, its sums SX..)
+ * and the vector of bodies j at xj.., mj (their sums AJX.. take the reaction, -wj d);
+ * MASK is a statement that may zero lanes of the pair's weight f. */
+#define K_PAIR_TERM(XI, YI, ZI, MI, SX, SY, SZ, AJX, AJY, AJZ, MASK)                        \
+    do {                                                                                    \
+        K_VEC dx = K_SUB(xj, XI), dy = K_SUB(yj, YI), dz = K_SUB(zj, ZI);                   \
+        K_VEC f;                                                                            \
+        if (guard) {                                                                        \
+            K_VEC d2 = K_FMADD(dz, dz, K_FMADD(dy, dy, K_MUL(dx, dx)));                     \
+            f = K_KEEP_NONZERO(K_RCUBE(K_ADD(d2, veps2)), d2);                                  \
+        } else {                                                                            \
+            f = K_RCUBE(K_FMADD(dz, dz, K_FMADD(dy, dy, K_FMADD(dx, dx, veps2))));          \
+        }                                                                                   \
+        MASK;                                                                               \
+        K_VEC wi = K_MUL(mj, f), wj = K_MUL(MI, f);                                         \
+        SX = K_FMADD(wi, dx, SX);                                                           \
+        SY = K_FMADD(wi, dy, SY);                                                           \
+        SZ = K_FMADD(wi, dz, SZ);                                                           \
+        AJX = K_FNMADD(wj, dx, AJX);                                                        \
+        AJY = K_FNMADD(wj, dy, AJY);                                                        \
+        AJZ = K_FNMADD(wj, dz, AJZ);                                                        \
+    } while (0)
+
 /* The same forces computed once per pair (Newton's third law), rows [r0, r1) of the
  * upper triangle: for each row i, the bodies j > i in vectors of K_W. Row i's sum is
  * reduced horizontally once per row; the reaction is written into a[j] as it goes
@@ -120,24 +143,7 @@ static inline __attribute__((always_inline)) void K_CAT(K_SYM_NAME, _body)(
     if (r1 > n) r1 = n;
 
 #define K_ROW_TERM(XI, YI, ZI, MI, ROW, SX, SY, SZ, AJX, AJY, AJZ)                          \
-    do {                                                                                    \
-        K_VEC dx = K_SUB(xj, XI), dy = K_SUB(yj, YI), dz = K_SUB(zj, ZI);                   \
-        K_VEC f;                                                                            \
-        if (guard) {                                                                        \
-            K_VEC d2 = K_FMADD(dz, dz, K_FMADD(dy, dy, K_MUL(dx, dx)));                     \
-            f = K_KEEP_NONZERO(K_RCUBE(K_ADD(d2, veps2)), d2);                                  \
-        } else {                                                                            \
-            f = K_RCUBE(K_FMADD(dz, dz, K_FMADD(dy, dy, K_FMADD(dx, dx, veps2))));          \
-        }                                                                                   \
-        if (edge) f = K_TRI_MASK(f, jb, ROW, n);                                            \
-        K_VEC wi = K_MUL(mj, f), wj = K_MUL(MI, f);                                         \
-        SX = K_FMADD(wi, dx, SX);                                                           \
-        SY = K_FMADD(wi, dy, SY);                                                           \
-        SZ = K_FMADD(wi, dz, SZ);                                                           \
-        AJX = K_FNMADD(wj, dx, AJX);                                                        \
-        AJY = K_FNMADD(wj, dy, AJY);                                                        \
-        AJZ = K_FNMADD(wj, dz, AJZ);                                                        \
-    } while (0)
+    K_PAIR_TERM(XI, YI, ZI, MI, SX, SY, SZ, AJX, AJY, AJZ, if (edge) f = K_TRI_MASK(f, jb, ROW, n))
 
     /* j in tiles whose seven arrays (x, y, z, gm, ax, ay, az) stay in L1 while every
      * row of the chunk passes over them (untiled, N = 8192 ran at half speed). In a
@@ -244,24 +250,7 @@ static inline __attribute__((always_inline)) void K_CAT(K_NAME, _lanes_body)(
         K_STORE(az + i * K_W, K_ZERO());
     }
 /* The pair (body I with XI.., its sums SX..; body J at xj.., mj), both directions. */
-#define K_LANE_TERM(XI, YI, ZI, MI, SX, SY, SZ, AJX, AJY, AJZ)                               \
-    do {                                                                                    \
-        const K_VEC dx = K_SUB(xj, XI), dy = K_SUB(yj, YI), dz = K_SUB(zj, ZI);             \
-        K_VEC f;                                                                            \
-        if (guard) {                                                                        \
-            K_VEC d2 = K_FMADD(dz, dz, K_FMADD(dy, dy, K_MUL(dx, dx)));                     \
-            f = K_KEEP_NONZERO(K_RCUBE(K_ADD(d2, veps2)), d2);                              \
-        } else {                                                                            \
-            f = K_RCUBE(K_FMADD(dz, dz, K_FMADD(dy, dy, K_FMADD(dx, dx, veps2))));          \
-        }                                                                                   \
-        const K_VEC wi = K_MUL(mj, f), wj = K_MUL(MI, f);                                   \
-        SX = K_FMADD(wi, dx, SX);                                                           \
-        SY = K_FMADD(wi, dy, SY);                                                           \
-        SZ = K_FMADD(wi, dz, SZ);                                                           \
-        AJX = K_FNMADD(wj, dx, AJX);                                                        \
-        AJY = K_FNMADD(wj, dy, AJY);                                                        \
-        AJZ = K_FNMADD(wj, dz, AJZ);                                                        \
-    } while (0)
+#define K_LANE_TERM(XI, YI, ZI, MI, SX, SY, SZ, AJX, AJY, AJZ) K_PAIR_TERM(XI, YI, ZI, MI, SX, SY, SZ, AJX, AJY, AJZ, (void)0)
 #define K_LANE_J(j)                                                                         \
     const K_VEC xj = K_LOAD(x + (j) * K_W), yj = K_LOAD(y + (j) * K_W), zj = K_LOAD(z + (j) * K_W); \
     const K_VEC mj = K_LOAD(gm + (j) * K_W);                                                \
@@ -329,3 +318,5 @@ __attribute__((noinline)) static void K_CAT(K_NAME, _lanes_guarded)(const K_REAL
                                                                     K_REAL *az) {
     K_CAT(K_NAME, _lanes_body)(x, y, z, gm, n, eps2, ax, ay, az, 1);
 }
+
+#undef K_PAIR_TERM

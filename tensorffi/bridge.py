@@ -914,15 +914,7 @@ class _Gen:
             self.indent()
         self.emit(f"if {' and '.join(conds)}:")
         self.indent()
-        self.emit(f"_a{i} = {v}.data_ptr()")
-        if self.needs_bytes:
-            self.emit(f"_b{i} = {v}.nbytes")
-        if p.written:
-            self.emit(f"_w{i} = {v}")
-        if self.needs_kind:
-            self.emit(f"_n{i} = False")
-        if p.shape is not None:
-            self.emit(f"_s{i} = {v}.size()")
+        self.emit_passed_as_is(p, f"{v}.data_ptr()", None, numpy=False)
         self.dedent()
         if not kernel and p.dtype not in (None, "any", "bfloat16"):
             self.emit_ndarray_fast(p)
@@ -951,17 +943,26 @@ class _Gen:
         self.emit(f"elif {' and '.join(conds)}:")
         self.indent()
         cast, fb = self.const(_CFFI.cast, "ccast"), self.const(_CFFI.from_buffer, "cfb")
-        self.emit(f"_a{i} = _int({cast}({self.const(_INTPTR, 'ip')}, {fb}({self.const(_CHARS, 'chars')}, {v})))")
-        self.emit(f"_k{i} = {v}")
+        addr = f"_int({cast}({self.const(_INTPTR, 'ip')}, {fb}({self.const(_CHARS, 'chars')}, {v})))"
+        self.emit_passed_as_is(p, addr, v, numpy=True)
+        self.dedent()
+
+    def emit_passed_as_is(self, p: Param, addr: str, keep: str | None, numpy: bool) -> None:
+        """The fast paths' results for array ``p`` passed to C as it is: its address,
+        what holds it (``keep``; None: already bound), its bytes, the tensor C writes
+        (NumPy arrays have no version counter), its kind and its shape."""
+        i, v = p.index, p.pyname
+        self.emit(f"_a{i} = {addr}")
+        if keep is not None:
+            self.emit(f"_k{i} = {keep}")
         if self.needs_bytes:
             self.emit(f"_b{i} = {v}.nbytes")
         if p.written:
-            self.emit(f"_w{i} = None")
+            self.emit(f"_w{i} = {'None' if numpy else v}")
         if self.needs_kind:
-            self.emit(f"_n{i} = True")
+            self.emit(f"_n{i} = {numpy}")
         if p.shape is not None:
-            self.emit(f"_s{i} = {v}.shape")
-        self.dedent()
+            self.emit(f"_s{i} = {v}.{'shape' if numpy else 'size()'}")
 
     def emit_absent(self, p: Param) -> None:
         i = p.index
