@@ -80,14 +80,21 @@
  * within microseconds on an idle machine; on a busy one sleeping gives the core to a
  * thread that has work. */
 #define TF_RT_SPIN_S 50e-6
-/* A host OpenMP run whose start and end cost more than TF_RT_OMP_SLOW_S plus a tenth
- * of its work sends the runs of the next TF_RT_OMP_BACKOFF_S seconds to the own pool.
+/* TF_RT_OMP_SLOW_RUNS host OpenMP runs in a row whose start and end cost more than
+ * TF_RT_OMP_SLOW_S plus a tenth of their work send the runs of the next
+ * TF_RT_OMP_BACKOFF_S seconds to the own pool. One slow run is not enough: a helper
+ * that lost its CPU for one time slice (another process's spinning thread, e.g.
+ * OpenBLAS's after a NumPy call) made one 150 us n-body run end 110 us late, and the
+ * second of own-pool runs that followed lost more than that (torch's team, woken by
+ * every compiled step between our calls, spins where the pool's worker would run:
+ * batch of 64 x 64 bodies 190-300 us a step instead of 115).
  * libgomp's waits spin for milliseconds before they sleep: when the machine is busy
  * (more runnable threads than cores), a team thread that has no core keeps the whole
  * team waiting, and one step of n-body at N = 1024 took 19 ms instead of 0.4 ms
  * (benchmarks/RESULTS.md); our own waits sleep after 50 us. */
 #define TF_RT_OMP_SLOW_S 60e-6
 #define TF_RT_OMP_BACKOFF_S 1.0
+#define TF_RT_OMP_SLOW_RUNS 2
 /* Seconds an idle pool worker spins for the next run before it sleeps. */
 #define TF_RT_IDLE_SPIN_S 20e-6
 /* Default seconds between progress reports. */
@@ -437,6 +444,8 @@ static _Atomic int64_t tf_rt_omp_slow_until;
  * pool while the new team's threads still spun on both CPUs after it, starving the
  * pool's worker: n-body (64 x 128 bodies, 4 steps) ran at one thread's speed for 1 s. */
 static atomic_int tf_rt_omp_used;
+/* Slow host OpenMP runs in a row (a hint, like tf_rt_omp_slow_until). */
+static atomic_int tf_rt_omp_slow_streak;
 
 static void tf_rt_omp_lookup(void) {
 #if TF_RT_LINUX
@@ -639,10 +648,16 @@ int tf_rt_run(const tf_rt_opts *o, int (*driver)(tf_rt *rt, void *ctx), void *ct
         double t0 = tf_rt_now();
         tf_rt_omp.parallel(tf_rt_omp_entry, rt, (unsigned)omp, 0);
         double t1 = tf_rt_now(), overhead = (rt->t_start - t0) + (t1 - rt->t_end);
-        if (atomic_exchange_explicit(&tf_rt_omp_used, 1, memory_order_relaxed) &&
-            overhead > TF_RT_OMP_SLOW_S + 0.1 * (rt->t_end - rt->t_start))
+        if (!atomic_exchange_explicit(&tf_rt_omp_used, 1, memory_order_relaxed)) {
+            /* the first run: not judged */
+        } else if (overhead <= TF_RT_OMP_SLOW_S + 0.1 * (rt->t_end - rt->t_start)) {
+            atomic_store_explicit(&tf_rt_omp_slow_streak, 0, memory_order_relaxed);
+        } else if (atomic_fetch_add_explicit(&tf_rt_omp_slow_streak, 1, memory_order_relaxed) + 1 >=
+                   TF_RT_OMP_SLOW_RUNS) {
+            atomic_store_explicit(&tf_rt_omp_slow_streak, 0, memory_order_relaxed);
             atomic_store_explicit(&tf_rt_omp_slow_until, (int64_t)((t1 + TF_RT_OMP_BACKOFF_S) * 1e9),
                                   memory_order_relaxed);
+        }
         tf_rt_tls_caller = saved;
         int st = tf_rt_result(rt->driver_status, rt->status, rt->errmsg);
         free(rt);
