@@ -93,8 +93,8 @@ NUMPY_DTYPES: dict[str, np.dtype] = {name: np.dtype(name) for name in TORCH_DTYP
 _Tensor = torch.Tensor
 _ndarray = np.ndarray
 _increment_version = torch._C._increment_version
-_FFI = cffi.FFI()  # for from_buffer/cast of NumPy memory (any FFI can do it)
-try:  # a compiled module's FFI: its cast and from_buffer are C functions (cffi.FFI's are Python)
+_FFI = cffi.FFI()  # its CData type; any FFI can view NumPy memory
+try:  # NumPy addresses: a compiled module's cast and from_buffer are C functions (cffi.FFI's are Python)
     from ._native import ffi as _CFFI  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - only on a broken install (tensorffi._lib explains)
     _CFFI = _FFI
@@ -311,8 +311,8 @@ def _prepare_tensor(
 
 
 def _numpy_address(a: np.ndarray) -> int:
-    if a.flags.c_contiguous:
-        return int(_FFI.cast("intptr_t", _FFI.from_buffer(a)))
+    if a.flags.c_contiguous:  # (the generated call's NumPy fast path inlines this line)
+        return int(_CFFI.cast(_INTPTR, _CFFI.from_buffer(_CHARS, a)))
     return int(a.__array_interface__["data"][0])
 
 
