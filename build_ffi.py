@@ -106,13 +106,18 @@ def _load(name: str) -> object:
 
 def shims(text: str) -> tuple[str, str]:
     """Declarations and definitions of the intptr_t shims of every function with array
-    parameters (tensorffi/_shims.py): the bridge passes tensors' addresses as ints."""
+    parameters (tensorffi/_shims.py): the bridge's Python path passes tensors' addresses
+    as ints; and of every function's trampoline, which its native call path calls."""
     decl, shim = _load("_decl"), _load("_shims")
     python_side = set(re.findall(r'extern\s+"Python[^"]*"\s+[^;(]*?(\w+)\s*\(', text))  # defined by cffi
     funcs = [f for f in decl.parse_declarations(text).functions.values()  # type: ignore[attr-defined]
              if shim.has_array_params(f) and not f.variadic and f.name not in python_side]  # type: ignore[attr-defined]
     pairs = [shim.shim_declarations(f) for f in funcs]  # type: ignore[attr-defined]
-    return "\n".join(c for c, _ in pairs), "\n".join(d for _, d in pairs)
+    # trampolines: what the bridge's native call path calls (csrc/bridge_call.c)
+    all_funcs = decl.parse_declarations(text).functions.values()  # type: ignore[attr-defined]
+    tramp_decls, tramp_defs = shim.trampolines(all_funcs, python_side)  # type: ignore[attr-defined]
+    return ("\n".join(c for c, _ in pairs) + "\n" + tramp_decls,
+            "\n".join(d for _, d in pairs) + "\n" + tramp_defs)
 
 
 CDEFS = read_cdefs()
@@ -135,6 +140,9 @@ ffibuilder.set_source(
     extra_compile_args=FLAGS,
     extra_link_args=["-pthread"] + (SANITIZE_FLAGS if SANITIZE else []),
     libraries=["m"],
+    # Not abi3: the bridge's call path (csrc/bridge_call.c) reads method descriptors and
+    # uses vectorcall, which the limited API of Python 3.10/3.11 does not offer.
+    py_limited_api=False,
 )
 
 if __name__ == "__main__":

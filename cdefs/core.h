@@ -38,6 +38,9 @@ int tf_cpu_count(void);
 int tf_runtime_backend(int threads);
 int tf_runtime_pool_size(void);
 
+/* The bridge's native call path: adds NativeCall to the Python module `module`. */
+int tf_bridge_install(const char *module);
+
 /* Bridge self-test kernels. */
 void tf_core_scale_f32(float *x, int64_t n, float a);
 void tf_core_axpy_f64(const double *x, double *y, int64_t n, double a);

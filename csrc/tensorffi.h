@@ -76,6 +76,11 @@ int tf_runtime_backend(int threads);
 /* Threads in tensorffi's own pool (created on demand and kept; 0 in a fresh fork). */
 int tf_runtime_pool_size(void);
 
+/* The bridge's native call path (bridge_call.c, the one file that uses the CPython
+ * API): adds the NativeCall type and its configuration functions to the Python module
+ * named `module` (tensorffi._native). Called once, at import. */
+int tf_bridge_install(const char *module);
+
 /* Bridge self-test kernels: small, real functions used by the tests, the demo and
  * the call-overhead benchmark. */
 /* x[i] *= a for i < n. */

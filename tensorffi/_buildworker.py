@@ -39,7 +39,7 @@ from typing import Any, Callable, Mapping
 
 from ._decl import Declarations, Statement, parse_declarations, scan, system_includes
 from .errors import BuildError, DeclarationError
-from ._shims import abi_shim_cdef, has_array_params, shim_declarations
+from ._shims import abi_shim_cdef, has_array_params, shim_declarations, trampolines
 
 
 @dataclass
@@ -377,6 +377,9 @@ def build(
     # 4. the cffi wrapper
     shim_decls = [d for d in decls.functions.values() if has_array_params(d) and not d.variadic]
     shims = [shim_declarations(d) for d in shim_decls]
+    # trampolines: what the bridge's native call path calls (one per function it can pass)
+    python_side = set(re.findall(r'extern\s+"Python[^"]*"\s+[^;(]*?(\w+)\s*\(', cdef))
+    shims.append(trampolines(decls.functions.values(), python_side))
     if recipe.preamble is not None:
         preamble = recipe.preamble
     elif recipe.header:  # the wrapper is compiled against the real header (a cdef that disagrees fails)

@@ -279,6 +279,7 @@ _INFO_LABELS = {
     "cpu_count": "CPUs",
     "threads": "threads (default)",
     "threads_from": "threads from",
+    "bridge": "call path",
 }
 
 

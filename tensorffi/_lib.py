@@ -44,6 +44,7 @@ def native(name: str, contract: str | None = None) -> Callable[..., Any]:
     Every fallible native function returns a status (0 = ok); a failure raises the
     exception for that status with the thread-local message.
     """
+    from ._bridge.lower import trampoline_address
     from ._shims import SHIM_PREFIX
     from .bridge import bind_function
     from .contract import parse_contract
@@ -59,4 +60,6 @@ def native(name: str, contract: str | None = None) -> Callable[..., Any]:
         error_message=last_error,
         resolve=lambda fname: getattr(lib, fname),
         native=True,
+        trampoline=trampoline_address(ffi, lib, name),
+        keepalive=lib,
     )

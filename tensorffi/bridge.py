@@ -42,6 +42,7 @@ cffi releases the GIL around every call.
 """
 from __future__ import annotations
 
+import inspect
 import math
 import operator
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ import numpy as np
 import torch
 
 from . import _codegen
+from ._bridge import lower as _lower
 from ._decl import CFunction, Declarations
 from .contract import Contract, Dim
 from .errors import (
@@ -1842,6 +1844,8 @@ class BoundFunction:
         name: str | None = None,
         resolve: Callable[[str], Any] | None = None,
         native: bool = False,
+        trampoline: int | None = None,
+        keepalive: Any = None,
     ) -> None:
         self.ffi = ffi
         self.cfunc = cfunc
@@ -1850,16 +1854,26 @@ class BoundFunction:
         self.error_message = error_message
         self.resolve = resolve
         self.native = native
+        #: the address of the function's trampoline (see tensorffi._shims), if its module has one
+        self.trampoline = trampoline
+        self.keepalive = keepalive  # what keeps the trampoline's code loaded
         self.plan = build_plan(
             ffi, decl, contract, name=name, default_returns=default_returns, pointers_as_int=pointers_as_int
         )
         self._message_fn = self.library_function(self.plan.status_message, "return: status(...)")
         self.name = self.plan.name
         self.pointers_as_int = pointers_as_int
-        self.call = _Gen(self, "call").generate_call()
-        self.call.__qualname__ = self.call.__name__ = self.name
-        self.call.__doc__ = self.doc()
-        self.call.__wrapped_bridge__ = self  # type: ignore[attr-defined]
+        #: the Python path: the whole call where the native one cannot run, and every
+        #: call the native one does not accept as it is (it explains or copies)
+        self.python_call = _Gen(self, "call").generate_call()
+        native_call, self.native_reason = _lower.lower(self, self.python_call)
+        self.call = native_call if native_call is not None else self.python_call
+        for fn in {id(self.call): self.call, id(self.python_call): self.python_call}.values():
+            fn.__qualname__ = fn.__name__ = self.name
+            fn.__doc__ = self.doc()
+            fn.__wrapped_bridge__ = self  # type: ignore[attr-defined]
+        if native_call is not None:
+            native_call.__signature__ = inspect.signature(self.python_call)
 
     @property
     def params(self) -> list[Param]:

@@ -64,7 +64,7 @@ from .errors import BuildError, LibraryMismatchError
 from .library import Library, check_contracts
 
 # Bumped whenever the way modules are generated changes (part of every cache key).
-BUILD_FORMAT = 2
+BUILD_FORMAT = 3  # 3: modules carry trampolines (tensorffi._shims)
 HANDLE_FORMAT = 1
 _RECIPE_HISTORY = 8  # module variants remembered per recipe (e.g. a header edited back and forth)
 
@@ -396,6 +396,7 @@ def _library_args(module: Any, cdef: str, state: dict[str, Any]) -> tuple[tuple[
     name = state["recipe"]["name"]
     return (module.ffi, raw, parse_declarations(cdef), state["contracts"]), dict(
         shim_lookup=lambda fname: getattr(raw, SHIM_PREFIX + fname, None),
+        trampolines=True,
         default_returns=state["returns"],
         reopen=(_deferred, (_open_compiled, state, f"compile({name!r})"), {}),
         description=f"compile({name!r})",

@@ -10,6 +10,7 @@ from ._callbacks import CallbackScope
 from ._lib import DECLS, ffi, last_error, lib, native
 from ._shims import SHIM_PREFIX
 from ._version import __version__
+from ._bridge import lower as _lower
 from .bridge import Struct
 from .library import Library
 
@@ -17,7 +18,7 @@ from .library import Library
 #: (``int`` results are statuses). Kernel modules bind with contracts instead.
 raw = Library(
     ffi, lib, DECLS, default_returns="status", error_message=last_error, description="tensorffi._native",
-    shim_lookup=lambda name: getattr(lib, SHIM_PREFIX + name, None), native=True,
+    shim_lookup=lambda name: getattr(lib, SHIM_PREFIX + name, None), native=True, trampolines=True,
 )
 
 # ---- threads ---------------------------------------------------------------
@@ -175,7 +176,7 @@ def info() -> dict[str, Any]:
 
     >>> import tensorffi
     >>> sorted(tensorffi.info())[:3]
-    ['build_flags', 'compiler', 'cpu_count']
+    ['bridge', 'build_flags', 'compiler']
     """
     level = int(lib.tf_simd_level())
     threads = get_num_threads()
@@ -191,6 +192,9 @@ def info() -> dict[str, Any]:
         # where a run of that many threads gets them: the calling thread alone, the
         # host OpenMP team (torch's intra-op threads) or tensorffi's own pool
         "threads_from": ("calling thread", "tensorffi pool", "host OpenMP (torch)")[int(lib.tf_runtime_backend(threads))],
+        # how bound functions read their arguments: the native call path (C, through the
+        # DLPack exchange API and NumPy's array struct) or the Python one
+        "bridge": _lower.describe(),
     }
     # per kernel module: the SIMD level its kernels run at (tf_<module>_simd)
     for name in sorted(dir(lib)):

@@ -55,6 +55,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from ._bridge import lower as _lower
 from ._callbacks import CallbackScope
 from ._lib import native
 from .core import resolve_threads
@@ -211,18 +212,23 @@ def read_csv(
             missing_value = float(missing)
         except (TypeError, ValueError):
             raise TypeError(f"missing must be a number, got {missing!r}") from None
-    nthreads = resolve_threads(threads)
+    if threads is not None:
+        resolve_threads(threads)  # checked here; resolved where threads run (not for small inputs)
 
     if progress is not None and progress is not False and progress is not True and not callable(progress):
         raise TypeError(f"progress must be True, False, None or a callable(done, total), got {progress!r}")
     if type(source) is bytes:
+        if len(source) <= _SMALL_BYTES and usecols is None and not progress and _CHUNK_BYTES is None:
+            # small text: straight to C (the bridge reads bytes as they are)
+            return _read_small(source, "<bytes>", kernel, want_numpy, delim, comment_code, header, skiprows,
+                               missing_value, limit, 3 if source.startswith(_BOM) else 0, return_names)
         buf, name, held = np.frombuffer(source, dtype=np.uint8), "<bytes>", None
     else:
         buf, name, held = _as_buffer(source)
     try:
         result = _read(
             buf, name, kernel, want_numpy, delim, comment_code, header, skiprows, usecols, missing_value, limit,
-            nthreads, progress, return_names, held,
+            threads, progress, return_names, held,
         )
         if held is not None:
             held.check()  # another thread may have resized it while C read it
@@ -233,7 +239,7 @@ def read_csv(
 
 def _read(
     buf: np.ndarray, name: str, kernel: str, want_numpy: bool, delim: int, comment: int, header: Any,
-    skiprows: int, usecols: Any, missing: float, limit: int, nthreads: int, progress: Any, return_names: bool,
+    skiprows: int, usecols: Any, missing: float, limit: int, threads: int | None, progress: Any, return_names: bool,
     held: "_HeldStorage | None",
 ) -> Any:
     n = buf.shape[0]
@@ -241,6 +247,7 @@ def _read(
     if n <= _SMALL_BYTES and usecols is None and not progress and _CHUNK_BYTES is None:
         return _read_small(buf, name, kernel, want_numpy, delim, comment, header, skiprows, missing, limit, start,
                            return_names)
+    nthreads = resolve_threads(threads)
     errinfo = np.zeros(5, dtype=np.int64)
 
     # The first record: header or data? How many columns?
@@ -352,36 +359,40 @@ class _HeldStorage:
 
 
 def _read_small(
-    buf: np.ndarray, name: str, kernel: str, want_numpy: bool, delim: int, comment: int, header: Any,
+    buf: np.ndarray | bytes, name: str, kernel: str, want_numpy: bool, delim: int, comment: int, header: Any,
     skiprows: int, missing: float, limit: int, start: int, return_names: bool,
 ) -> Any:
     """The whole parse in one native call (tf_parse_small_*): into a buffer of
     n - start + 1 values (every field but the last ends with its own delimiter or line
     end, so no input has more), then trimmed to the rows found."""
-    n = int(buf.shape[0])
-    out = np.empty(n - start + 1, dtype=_RAW[kernel])
-    meta, info, errinfo, spans = _small_meta()
-    _call(
-        _small[kernel], (buf, name, errinfo), buf, start, skiprows, delim, comment, _HEADER[header], limit, missing,
-        out=out, meta=meta,
-    )
+    out = np.empty(len(buf) - start + 1, dtype=_RAW[kernel])
+    views = getattr(_meta, "views", None)
+    meta, info, errinfo, spans = views if views is not None else _small_meta()
+    try:
+        _small[kernel](buf, start, skiprows, delim, comment, _HEADER[header], limit, missing, out=out, meta=meta)
+    except ParseError as exc:
+        raise _parse_error(exc, buf, name, errinfo) from None
     rows, cols, is_header, first, _ = info.tolist()
     names: list[str] | None = None
     if is_header and return_names:
         if cols > spans.shape[0]:  # a wide header: its spans again, all of them
-            spans = torch.empty((cols, 3), dtype=torch.int64)
+            spans = np.empty((cols, 3), dtype=np.int64)
             _call(_record, (buf, name, errinfo), buf, start, skiprows, delim, comment, spans=spans,
-                  info=torch.empty(4, dtype=torch.int64), errinfo=errinfo)
+                  info=np.empty(4, dtype=np.int64), errinfo=errinfo)
         names = [_field_text(buf, spans[i]) for i in range(cols)]
     elif header is True and first < 0:
         names = []
+    if not want_numpy and _tensor_copy is not None:
+        # a tensor of the exact size, filled from the buffer (cheaper than trimming it
+        # and wrapping it with torch.from_numpy)
+        result: Any = _tensor_copy(out[: rows * cols].reshape(rows, cols), _TORCH_CODE[kernel])
+        return (result, names) if return_names else result
     try:
-        out.resize(rows * cols, refcheck=True)  # realloc: gives back the unused part of the bound
+        out.resize((rows, cols), refcheck=True)  # realloc: gives back the unused part of the bound
     except ValueError:  # something else still refers to out: copy instead
-        out = out[: rows * cols].copy()
-    out = out.reshape(rows, cols)
+        out = out[: rows * cols].reshape(rows, cols).copy()
     if want_numpy:
-        result: Any = out.view(np.float16) if kernel == "f16" else out
+        result = out.view(np.float16) if kernel == "f16" else out
     else:
         result = torch.from_numpy(out)
         if kernel in ("f16", "bf16"):
@@ -390,18 +401,20 @@ def _read_small(
 
 
 _meta = threading.local()
+_tensor_copy = _lower.tensor_copy()  # None where the native call path is off
+_TORCH_CODE = {k: _lower.dtype_code(str(v).removeprefix("torch.")) for k, v in _TORCH.items()}
 
 
-def _small_meta() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _small_meta() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The small path's bookkeeping buffer (tf_parse_small_*'s meta: info, errinfo, and
-    the spans of 64 fields) and views of its parts: one int64 tensor per thread, made
-    once (the call is all fixed costs, and the bridge binds a tensor faster than an
-    array). Nothing else runs on this thread while it is in use: the small path has no
-    callbacks."""
+    the spans of 64 fields) and views of its parts: one int64 array per thread, made
+    once (the call is all fixed costs; the bridge reads an array with fewer calls than
+    a tensor). Nothing else runs on this thread while it is in use: the small path has
+    no callbacks."""
     views = getattr(_meta, "views", None)
     if views is None:
-        meta = torch.empty(10 + 64 * 3, dtype=torch.int64)
-        views = _meta.views = (meta, meta[:5], meta[5:10], meta[10:].view(64, 3))
+        meta = np.empty(10 + 64 * 3, dtype=np.int64)
+        views = _meta.views = (meta, meta[:5], meta[5:10], meta[10:].reshape(64, 3))
     return views
 
 

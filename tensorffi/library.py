@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from . import _display
+from ._bridge.lower import trampoline_address
 from ._decl import Declarations
 from .bridge import BoundFunction, Struct
 from .contract import parse_contract
@@ -42,6 +43,7 @@ class Library:
         contracts: Mapping[str, str] | None = None,
         *,
         shim_lookup: Callable[[str], Any] | None = None,
+        trampolines: bool = False,
         default_returns: str = "value",
         error_message: Callable[[], str] | None = None,
         reopen: tuple[Callable[..., "Library"], tuple[Any, ...], dict[str, Any]] | None = None,
@@ -52,6 +54,7 @@ class Library:
         self.raw = raw
         self.declarations = decls
         self._shim_lookup = shim_lookup
+        self._trampolines = trampolines  # an API-mode module built with trampolines (tensorffi._shims)
         self._contracts = dict(contracts) if isinstance(contracts, Mapping) else {}
         self._default_returns = default_returns
         self._error_message = error_message
@@ -90,9 +93,15 @@ class Library:
             error_message=self._error_message,
             resolve=lambda fname: getattr(self.raw, fname),
             native=self._native,
+            trampoline=trampoline_address(self.ffi, self.raw, name) if self._trampolines else None,
+            keepalive=self.raw,
         ).call
         _display.decorate(bound)  # attributes for help() and notebooks; the call is unchanged
         self._bound[name] = bound
+        if name not in self.__dict__ and not hasattr(type(self), name):
+            # an instance attribute: `lib.f` is a dictionary lookup, not a __getattr__ call
+            # (a name the Library itself uses stays reachable through .functions)
+            self.__dict__[name] = bound
         return bound
 
     @property

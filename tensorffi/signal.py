@@ -86,10 +86,11 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from ._bridge import lower as _lower
 from ._kernels import eager_plain
 from ._lib import native
 from .core import get_num_threads, resolve_threads
-from .errors import DeviceError, DTypeError, InvalidArgumentError, ShapeError
+from .errors import DeviceError, DTypeError, InvalidArgumentError, ShapeError, TensorFFIError
 
 __all__ = ["sosfilt", "sosfilt_zi", "sosfiltfilt", "SOSFilter", "uses_float32_arithmetic", "simd_level"]
 
@@ -124,6 +125,9 @@ _FORWARD2 = (
     "zf: inout? [n_sections, outer, 2]; inner = 1"
 )
 _forward2_c = {dt: native(f"tf_signal_sosfilt_{s}", _FORWARD2) for dt, s in _RC.items()}
+# the same, with y and zf allocated by the bridge (in the caller's kind)
+_FORWARD2_OUT = _FORWARD2.replace("zf: inout?", "zf: out")
+_forward2_out_c = {dt: native(f"tf_signal_sosfilt_{s}", _FORWARD2_OUT) for dt, s in _RC.items()}
 _forward_cc = {dt: native(f"tf_signal_sosfilt_{s}", _FORWARD.format(w=12)) for dt, s in _CC.items()}
 _backward_c = {dt: native(f"tf_signal_sosfilt_backward_{s}", _BACKWARD) for dt, s in _RC.items()}
 _filtfilt_c = {dt: native(f"tf_signal_sosfiltfilt_{s}", _FILTFILT.format(w=6, z=2)) for dt, s in _RC.items()}
@@ -802,6 +806,27 @@ def _op_check(fn: str, sos: torch.Tensor, x: torch.Tensor, axis: int, zi: torch.
     return axis_n, n_sections
 
 
+_SOS64: "OrderedDict[Any, torch.Tensor]" = OrderedDict()
+_contents = _lower.contents()
+
+
+def _sos64(sos: torch.Tensor) -> torch.Tensor:
+    """A real ``sos`` tensor as float64 for the kernels: itself if it is float64 (the
+    bridge copies a strided one, its shape being declared), else a float64 copy cached
+    under its content (so a change of the caller's tensor is never missed)."""
+    if sos.dtype is torch.float64:
+        return sos
+    key = _contents(sos)
+    if key is None:  # a view C cannot read as it is (strided, lazy negation): convert it
+        return sos.detach().resolve_neg().to(torch.float64).contiguous()
+    c = _SOS64.get(key)
+    if c is None:
+        c = _SOS64[key] = sos.detach().to(torch.float64).contiguous()
+        if len(_SOS64) > _SOS_CACHE_SIZE:
+            _SOS64.popitem(last=False)
+    return c
+
+
 def _empty_like_layout(x: torch.Tensor, shape: Sequence[Any], order: Sequence[int]) -> torch.Tensor:
     """An empty tensor of ``shape`` whose memory order is ``order`` (slowest first)."""
     return x.new_empty([shape[d] for d in order]).permute(_inverse(order))
@@ -815,6 +840,15 @@ def _op_sosfilt(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     nd = x.dim()
     name = _REAL_TORCH.get(x.dtype)
+    if name is not None and nd == 2 and (axis == -1 or axis == 1) and sos.dtype in _SOS_FAST and x.is_contiguous():
+        # the commonest case, in one bridge call that allocates y and zf (C-contiguous,
+        # like x); anything it refuses (a0 != 1, zi's shape or dtype...) is explained by
+        # the general path below
+        try:
+            return _forward2_out_c[name](_sos64(sos), x, get_num_threads() if threads is None else
+                                         resolve_threads(threads), zi=zi)
+        except TensorFFIError:
+            pass
     if name is not None and nd > 0 and (axis == -1 or axis == nd - 1) and x.is_contiguous() and not x.is_neg():
         # the common case: a contiguous real signal filtered along its last axis
         if sos.dtype in _SOS_FAST and sos.dim() == 2 and sos.shape[1] == 6 and not sos.is_neg():

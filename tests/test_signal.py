@@ -226,7 +226,13 @@ def test_every_simd_level(monkeypatch, simd, rng):
             y64 = tsig.sosfilt(csos, x.astype(np.complex64), axis=axis, dtype=np.complex64)
             assert y64.dtype == np.complex64 and rel_err(y64, ss.sosfilt(csos, x, axis=axis)) <= 1e-4
             yy = tsig.sosfiltfilt(csos, x, axis=axis, padlen=20)
-            assert rel_err(yy, ss.sosfiltfilt(csos, x, axis=axis, padlen=20)) <= 1e-12
+            ref = ss.sosfiltfilt(csos, x, axis=axis, padlen=20)
+            # what float64 rounding alone costs with this random filter: SciPy's result's
+            # change when its input moves by one rounding (seed 3161873459 drew one that
+            # amplifies it past a fixed 1e-12 at every SIMD level, on both call paths)
+            nudged = x * (1 + 2.0**-52 * rng.choice([-1.0, 1.0], size=x.shape))
+            floor = rel_err(ss.sosfiltfilt(csos, nudged, axis=axis, padlen=20), ref)
+            assert rel_err(yy, ref) <= 1e-12 + 10 * floor
     # the adjoint (backward) on this level, against the time-reversed filter
     sos = torch.from_numpy(ss.butter(6, 0.25, output="sos"))
     for shape in ((13, 150), (1, 150), (3, 150, 20)):

@@ -1,0 +1,321 @@
+# SPDX-License-Identifier: MIT
+"""Lowering a contract plan to the bridge's native call path.
+
+The plan (:mod:`tensorffi.plan`) says what every argument of a bound function is.
+:func:`lower` turns it into the compact description that ``NativeCall`` objects of
+``csrc/bridge_call.c`` run: one C entry point reads the arguments (torch tensors
+through PyTorch's DLPack C exchange API, NumPy arrays through their struct, Python
+numbers), checks them as the Python path does, allocates outputs, releases the GIL
+around the C call and turns a failed status into the library's exception. Whatever
+it does not accept as it is, it hands untouched to the Python path generated from the
+same plan, which explains the refusal or makes the copy the contract allows.
+
+Why a description and not generated C per function: ``load()`` needs no compiler,
+the description costs nothing to build (a ``compile()`` module would otherwise need
+a rebuild for every contract change), and the measured cost of interpreting it is a
+few nanoseconds per argument against the 50–150 ns each of the torch attribute reads
+that no way of calling avoids (``benchmarks/bridge.py``). The C function itself is
+called through a *trampoline* compiled beside it (``_tfb_<name>``, see
+:mod:`tensorffi._shims`) where a compiler ran (tensorffi's own module, ``compile()``);
+for ``load()`` libraries, through cffi's own call of the intptr_t-declared symbol.
+
+Functions the native path does not cover keep the Python path: strings, structs,
+handles, callbacks, raw pointers, arrays C keeps after the call, pointer or
+``char`` results (see :func:`native_reason`).
+
+The encoding (int64 words; ``tfb_decode`` in bridge_call.c reads it)::
+
+    header  VERSION nparams nsym ninputs npos returns result 0 nfree nfill
+    array   1 input dtype role optional rank { factor nsym sym... } * rank
+    int     2 input unsigned lo hi sym alias fill numel [factor nsym sym...]  (fill == 1)
+    float   3 input bits
+    free    (input sym) * nfree
+    fills   param * nfill
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from array import array
+from typing import Any
+
+import numpy as np
+
+from .._shims import TRAMPOLINE_PREFIX
+from ..plan import Param, Plan, pyname
+
+RETURN_CODES = {"none": 0, "status": 1, "count": 2, "value": 3}
+RES_VOID, RES_INT, RES_UINT, RES_FLOAT, RES_BOOL = range(5)
+ROLE_CODES = {"in": 0, "out": 1, "inout": 2}
+FILL_DIM, FILL_NUMEL = 1, 2
+_INT64_MAX = (1 << 63) - 1
+
+
+class _State:
+    """What the native call path can do in this process (set once, at import)."""
+
+    native: Any = None  # the configured module, or None
+    torch_ok = False
+    numpy_ok = False
+    reason = ""  # why the path, or part of it, is off
+    dtype_codes: dict[str, int] = {}
+    limits: dict[str, int] = {}
+
+
+STATE = _State()
+
+
+def _torch_facts(torch: Any) -> tuple[Any, ...] | str:
+    """The arguments of bridge_configure for torch, or why it cannot be used."""
+    Tensor, Parameter = torch.Tensor, torch.nn.Parameter
+    cap = getattr(Tensor, "__dlpack_c_exchange_api__", None)
+    if cap is None:
+        return f"torch {torch.__version__} has no DLPack C exchange API (Tensor.__dlpack_c_exchange_api__)"
+    base = torch._C.TensorBase
+    attrs = []
+    for name in ("is_neg", "is_conj", "untyped_storage", "requires_grad", "_version"):
+        d = inspect.getattr_static(Tensor, name, None)
+        # read from C directly only where neither Tensor nor Parameter overrides the C one
+        if d is None or d is not base.__dict__.get(name) or inspect.getattr_static(Parameter, name, None) is not d:
+            return f"torch.Tensor.{name} is not torch's own C attribute here"
+        attrs.append(d)
+    probe = torch.arange(4, dtype=torch.float32)
+    st = probe.untyped_storage()
+    sdp = inspect.getattr_static(type(st), "data_ptr", None)
+    if sdp is None or len(st) != st.nbytes() or st.data_ptr() != probe.data_ptr():
+        return "torch.UntypedStorage does not report its size and address as expected"
+    neg, conj, ust, rg, ver = attrs
+    return (Tensor, Parameter, type(st), cap, neg, conj, ust, sdp, rg, ver, torch._C._increment_version)
+
+
+def _numpy_facts(names: tuple[str, ...]) -> tuple[Any, ...]:
+    dtypes, nums = [], []
+    chars = "?bBhHiIlLqQefdgFDG"
+    for name in names:
+        if name in ("any", "bfloat16"):
+            dtypes.append(None)
+            nums.append(())
+            continue
+        dt = np.dtype(name)
+        dtypes.append(dt)
+        # every NumPy type number of this dtype (int64 is both 'l' and 'q' on LP64)
+        nums.append(tuple(sorted({np.dtype(c).num for c in chars if np.dtype(c) == dt})))
+    probe = np.arange(6, dtype=np.float32).reshape(2, 3)
+    native = "<" if sys.byteorder == "little" else ">"
+    facts = (probe.__array_interface__["data"][0], probe.ndim, probe.shape, probe.strides,
+             int(probe.flags.c_contiguous) | int(probe.flags.aligned) << 8 | int(probe.flags.writeable) << 10,
+             probe.dtype.num, probe.base)
+    return (np.ndarray, np.empty, tuple(dtypes), tuple(nums), native, probe, facts)
+
+
+def configure() -> None:
+    """Install and configure the native call path (once; TENSORFFI_BRIDGE=python turns it off)."""
+    if STATE.native is not None or STATE.reason:
+        return
+    if os.environ.get("TENSORFFI_BRIDGE", "").lower() == "python":
+        STATE.reason = "off (TENSORFFI_BRIDGE=python)"
+        return
+    try:
+        from .. import _native  # type: ignore[attr-defined]
+    except ImportError as exc:  # pragma: no cover - tensorffi._lib explains a broken install
+        STATE.reason = f"off (no native module: {exc})"
+        return
+    if not hasattr(_native, "NativeCall"):
+        if _native.lib.tf_bridge_install(_native.__name__.encode()) != 0:  # pragma: no cover
+            STATE.reason = "off (" + _native.ffi.string(_native.lib.tf_last_error()).decode() + ")"
+            return
+    names = _native.bridge_dtypes()
+    import torch
+
+    tf = _torch_facts(torch)
+    torch_reason = tf if isinstance(tf, str) else ""
+    torch_ok, numpy_ok = _native.bridge_configure(None if torch_reason else tf, _numpy_facts(names))
+    STATE.torch_ok, STATE.numpy_ok = bool(torch_ok), bool(numpy_ok)
+    if not (torch_ok or numpy_ok):  # pragma: no cover - neither library looks as expected
+        STATE.reason = f"off ({torch_reason or 'NumPy arrays do not look as expected'})"
+        return
+    reasons = [torch_reason] if torch_reason else []
+    if not numpy_ok:  # pragma: no cover
+        reasons.append("NumPy's array struct does not look as expected")
+    STATE.reason = "; ".join(reasons)
+    STATE.native = _native
+    STATE.dtype_codes = {n: i for i, n in enumerate(names)}
+    STATE.limits = dict(_native.bridge_limits())
+
+
+def describe() -> str:
+    """What ``tensorffi.info()`` reports about the call path."""
+    configure()
+    if STATE.native is None:
+        return f"Python ({STATE.reason.removeprefix('off (').removesuffix(')')})"
+    kinds = [k for k, ok in (("torch tensors: DLPack exchange API", STATE.torch_ok),
+                             ("NumPy arrays: array struct", STATE.numpy_ok)) if ok]
+    text = "native (" + "; ".join(kinds) + ")"
+    return text + (f"; Python for the rest: {STATE.reason}" if STATE.reason else "")
+
+
+def tensor_copy() -> Any:
+    """``copy(array, code)``: a new torch tensor holding a copy of a C-contiguous NumPy
+    array (element type ``code``, see :func:`dtype_code`); None where the native path is off."""
+    configure()
+    if STATE.native is None or not (STATE.torch_ok and STATE.numpy_ok):
+        return None
+    return STATE.native.bridge_tensor_copy
+
+
+def _no_contents(obj: Any) -> None:
+    return None
+
+
+def contents() -> Any:
+    """``contents(array)``: ``(dtype code, shape, bytes)`` of a small tensor or array C
+    could read as it is (a content key for caches that never go stale), else None."""
+    configure()
+    return _no_contents if STATE.native is None else STATE.native.bridge_contents
+
+
+def dtype_code(name: str) -> int:
+    """The native path's code of element type ``name`` ("float32"); -1 where it is off."""
+    configure()
+    return STATE.dtype_codes.get(name, -1)
+
+
+# --------------------------------------------------------------------------- #
+# Lowering                                                                     #
+# --------------------------------------------------------------------------- #
+
+
+def _param_reason(p: Param) -> str | None:
+    if p.kind == "array":
+        if p.keep_until is not None or p.release:
+            return f"'{p.name}' is kept by C after the call"
+        if p.dtype not in STATE.dtype_codes:
+            return f"'{p.name}' has element type {p.dtype}"
+        if p.shape is not None:
+            if len(p.shape) > STATE.limits["rank"]:
+                return f"'{p.name}' has more than {STATE.limits['rank']} dimensions"
+            if any(len(d.symbols) > STATE.limits["dim_symbols"] for d in p.shape):
+                return f"a dimension of '{p.name}' is a product of too many sizes"
+        return None
+    if p.kind == "scalar":
+        ct = p.ctype.replace("const ", "").strip()
+        if p.scalar in ("int", "bool") and p.int_range is not None and ct != "char":
+            return None
+        if p.scalar == "float" and ct in ("float", "double"):
+            return None
+        return f"'{p.name}' is {p.ctype}"
+    return f"'{p.name}' is a {p.kind} parameter ({p.ctype})"
+
+
+def _result_code(ffi: Any, plan: Plan) -> int | None:
+    res = plan.decl.result
+    if plan.returns in ("none",) or res.text == "void":
+        return RES_VOID
+    if res.pointer_depth or res.is_struct or res.is_function_pointer:
+        return None
+    text = res.text.replace("const ", "").strip()
+    if res.resolved in ("float", "double"):
+        return RES_FLOAT
+    if not res.is_integer or res.resolved == "char":
+        return None
+    if res.resolved in ("_Bool", "bool") or res.base == "bool":
+        return RES_BOOL
+    try:
+        signed = int(ffi.cast(text, -1)) < 0
+        big = ffi.sizeof(text) == 8
+    except Exception:
+        return None
+    return RES_UINT if (not signed and big) else RES_INT
+
+
+def native_reason(plan: Plan, ffi: Any, *, trampoline: int | None, pointers_as_int: bool) -> str | None:
+    """Why ``plan`` cannot run on the native call path (None: it can)."""
+    if STATE.native is None:
+        return f"the native call path is {STATE.reason}"
+    if plan.returns not in RETURN_CODES or plan.result_is_string:
+        return f"it returns {plan.decl.result.text} as {plan.returns}"
+    if _result_code(ffi, plan) is None:
+        return f"its result is {plan.decl.result.text}"
+    for p in plan.params:
+        why = _param_reason(p)
+        if why is not None:
+            return why
+    if not trampoline and not pointers_as_int and any(p.kind == "array" for p in plan.params):
+        return "its module has no trampoline and no intptr_t shim for it"
+    lim = STATE.limits
+    inputs = len(plan.positional) + len(plan.keyword_only) + len(plan.free_sizes)
+    if len(plan.params) > lim["params"] or len(plan.contract.symbols) > lim["symbols"] or inputs > lim["inputs"]:
+        return "it has more parameters or sizes than the native path takes"
+    return None
+
+
+def _dim(d: Any, sym: dict[str, int]) -> list[int]:
+    return [d.factor, len(d.symbols), *(sym[s] for s in d.symbols)]
+
+
+def encode(plan: Plan, ffi: Any) -> tuple[bytes, tuple[str, ...]]:
+    """The description of ``plan`` (see the module docstring) and its input names."""
+    names = [p.pyname for p in plan.positional] + [p.pyname for p in plan.keyword_only] + [
+        pyname(s) for s in plan.free_sizes]
+    where = {n: i for i, n in enumerate(names)}
+    sym = {s: i for i, s in enumerate(sorted(plan.contract.symbols))}
+    by_name = plan.by_name
+    words = [1, len(plan.params), len(sym), len(names), len(plan.positional), RETURN_CODES[plan.returns],
+             _result_code(ffi, plan), 0, len(plan.free_sizes), len(plan.fill_order)]
+    for p in plan.params:
+        if p.kind == "array":
+            shape = p.shape
+            words += [1, where[p.pyname], STATE.dtype_codes[p.dtype or "any"], ROLE_CODES[p.role], int(p.optional),
+                      -1 if shape is None else len(shape)]
+            for d in shape or ():
+                words += _dim(d, sym)
+        elif p.scalar == "float":
+            words += [3, where[p.pyname], p.float_bits]
+        else:
+            lo, hi = p.int_range  # type: ignore[misc]
+            f = p.fill
+            alias = -1
+            if f is not None and not p.is_symbol and f.dim is not None and len(f.dim.symbols) == 1 \
+                    and f.dim.factor == 1:
+                alias = sym[f.dim.symbols[0]]
+            kind = 0 if f is None else FILL_DIM if f.dim is not None else FILL_NUMEL
+            numel = by_name[f.numel_of].index if kind == FILL_NUMEL else -1  # type: ignore[index]
+            words += [2, where[p.pyname], int(hi > _INT64_MAX), lo, hi if hi <= _INT64_MAX else hi - (1 << 64),
+                      sym[p.name] if p.is_symbol else -1, alias, kind, numel]
+            if kind == FILL_DIM:
+                words += _dim(f.dim, sym)  # type: ignore[union-attr]
+    for s in plan.free_sizes:
+        words += [where[pyname(s)], sym[s]]
+    words += [by_name[n].index for n in plan.fill_order]
+    return array("q", words).tobytes(), tuple(names)
+
+
+def trampoline_address(ffi: Any, lib: Any, name: str) -> int | None:
+    """The address of function ``name``'s trampoline in API-mode library ``lib``, if any."""
+    tname = TRAMPOLINE_PREFIX + name
+    try:
+        getattr(lib, tname)
+    except AttributeError:
+        return None
+    return int(ffi.cast("intptr_t", ffi.addressof(lib, tname)))
+
+
+def lower(bound: Any, fallback: Any) -> tuple[Any, str | None]:
+    """``(native_call, None)`` for ``bound`` (a BoundFunction), or ``(None, reason)``.
+
+    ``fallback`` is the Python path: the native call hands it every call it does not
+    accept as it is, with the same arguments."""
+    configure()
+    plan = bound.plan
+    why = native_reason(plan, bound.ffi, trampoline=bound.trampoline, pointers_as_int=bound.pointers_as_int)
+    if why is not None:
+        return None, why
+    spec, names = encode(plan, bound.ffi)
+    call = STATE.native.NativeCall(spec, names, bound.trampoline or 0, None if bound.trampoline else bound.cfunc,
+                                   fallback, bound.raise_status, bound.keepalive)
+    return call, None
+
+
+__all__ = ["configure", "describe", "lower", "native_reason", "encode", "trampoline_address", "tensor_copy",
+           "contents", "dtype_code", "STATE"]
