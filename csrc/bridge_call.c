@@ -110,7 +110,7 @@ enum { TFB_NPY_C_CONTIGUOUS = 0x0001, TFB_NPY_ALIGNED = 0x0100, TFB_NPY_WRITEABL
 
 #define TFB_NDTYPES 16
 #define TFB_NUMS 4
-enum { TFB_INT8 = 7, TFB_UINT8 = 8 }; /* codes of the table below */
+enum { TFB_F32 = 3, TFB_F64 = 4, TFB_INT8 = 7, TFB_UINT8 = 8, TFB_BOOL_CODE = 15 }; /* codes of the table below */
 static const struct {
     const char *name;
     uint8_t code, bits;
@@ -160,7 +160,8 @@ static struct {
 /* The lowered description of one function (see lower.py for the encoding)   */
 /* ------------------------------------------------------------------------ */
 
-#define TFB_VERSION 1
+#define TFB_VERSION 2
+#define TFB_MAX_HIDDEN 8
 #define TFB_MAX_PARAMS 32
 #define TFB_MAX_SYMS 32
 #define TFB_MAX_RANK 8
@@ -172,6 +173,9 @@ enum { TFB_IN = 0, TFB_OUT = 1, TFB_INOUT = 2 };
 enum { TFB_RET_NONE = 0, TFB_RET_STATUS = 1, TFB_RET_COUNT = 2, TFB_RET_VALUE = 3 };
 enum { TFB_RES_VOID = 0, TFB_RES_INT = 1, TFB_RES_UINT = 2, TFB_RES_FLOAT = 3, TFB_RES_BOOL = 4 };
 enum { TFB_FILL_NONE = 0, TFB_FILL_DIM = 1, TFB_FILL_NUMEL = 2 };
+/* flags: an operator's body (tensors in operator order, outputs first, the C result
+ * as a 0-d tensor; tensors that require grad may be written: the operator layer decided) */
+enum { TFB_KERNEL = 1 };
 
 typedef struct {
     int64_t factor;
@@ -211,7 +215,8 @@ typedef struct {
     PyObject_HEAD
     PyObject *dict;
     vectorcallfunc vectorcall;
-    int nparams, nsym, ninputs, npos, nfree, nfill, returns, result;
+    int nparams, nsym, ninputs, npos, nreq, nfree, nfill, returns, result, flags, value_code, nhidden;
+    int hidden_input[TFB_MAX_HIDDEN];
     tfb_param *params;
     int free_input[TFB_MAX_SYMS], free_sym[TFB_MAX_SYMS];
     int fill_order[TFB_MAX_PARAMS];
@@ -221,6 +226,9 @@ typedef struct {
     PyObject *fallback; /* the Python path, called with the same arguments */
     PyObject *raise_status;
     PyObject *keep;     /* what keeps `tramp` loaded (the cffi library) */
+    PyObject *hidden;   /* kernels: a tuple of callables giving the hidden parameters' values */
+    PyObject *guard;    /* kernels: guard(*tensors), called when one requires grad in grad mode */
+    PyObject *grad_enabled;
 } NativeCall;
 
 /* Per-call state of one array parameter. */
@@ -314,7 +322,7 @@ static int tfb_size_of(PyObject *v, int64_t *out) {
 /* ------------------------------------------------------------------------ */
 
 /* A torch tensor the Python path would pass to C as it is. 1: accepted, 0: decline, -1: error. */
-static int tfb_read_tensor(PyObject *v, const tfb_param *p, tfb_arr *a, int written) {
+static int tfb_read_tensor(PyObject *v, const tfb_param *p, tfb_arr *a, int written, int grad_ok) {
     tfb_DLTensor d;
     if (cfg.api->dltensor_from_py_object_no_sync(v, &d) != 0)
         return tfb_decline(); /* sparse, meta, quantized, no storage (vmap)... */
@@ -357,10 +365,12 @@ static int tfb_read_tensor(PyObject *v, const tfb_param *p, tfb_arr *a, int writ
         if (t != 0)
             return t == 1 ? 0 : tfb_decline();
     }
-    if (written) {
+    if (written && !grad_ok) {
         t = tfb_attr_true(&cfg.requires_grad, v);
         if (t != 0)
             return t == 1 ? 0 : tfb_decline();
+    }
+    if (written) {
         /* An inference tensor has no version counter: reading it raises. The Python
          * path decides (allowed in inference mode, refused outside). */
         PyObject *ver = tfb_call_attr(&cfg.version, v);
@@ -451,11 +461,11 @@ static int tfb_read_ndarray(PyObject *v, const tfb_param *p, tfb_arr *a, int wri
     return 1;
 }
 
-static int tfb_read_array(PyObject *v, const tfb_param *p, tfb_arr *a) {
+static int tfb_read_array(PyObject *v, const tfb_param *p, tfb_arr *a, int grad_ok) {
     int written = p->role != TFB_IN;
     PyTypeObject *t = Py_TYPE(v);
     if (cfg.torch_ok && (t == cfg.tensor_type || t == cfg.parameter_type))
-        return tfb_read_tensor(v, p, a, written);
+        return tfb_read_tensor(v, p, a, written, grad_ok);
     if (cfg.numpy_ok && t == cfg.ndarray_type)
         return tfb_read_ndarray(v, p, a, written);
     if (t == &PyBytes_Type && !written && (p->dtype == 0 || p->dtype == TFB_INT8 || p->dtype == TFB_UINT8)) {
@@ -589,17 +599,14 @@ static PyObject *tfb_new_ndarray(int code, int rank, const int64_t *shape, char 
 /* The call                                                                   */
 /* ------------------------------------------------------------------------ */
 
-static void tfb_release(tfb_arr *arr, int n) {
-    for (int i = 0; i < n; i++) {
+/* What a call holds: storages, outputs not returned, hidden parameters' values. */
+static void tfb_release(const NativeCall *self, tfb_arr *arr, PyObject **hidden) {
+    for (int i = 0; i < self->nparams; i++) {
         Py_CLEAR(arr[i].storage);
         Py_CLEAR(arr[i].owned);
     }
-}
-
-static PyObject *tfb_fallback(NativeCall *self, tfb_arr *arr, PyObject *const *args, size_t nargsf,
-                              PyObject *kwnames) {
-    tfb_release(arr, self->nparams);
-    return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+    for (int k = 0; k < self->nhidden; k++)
+        Py_CLEAR(hidden[k]);
 }
 
 /* The value of an integer parameter the caller passed, within its C range. */
@@ -666,6 +673,26 @@ static PyObject *tfb_result(NativeCall *self, tfb_slot r) {
     }
 }
 
+/* An operator's C result as a 0-d tensor of the result's own element type. */
+static PyObject *tfb_value_tensor(const NativeCall *self, tfb_slot r) {
+    int64_t none = 0;
+    char *addr = NULL;
+    PyObject *t = tfb_new_tensor(self->value_code, 0, &none, &addr);
+    if (t == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        return NULL;
+    }
+    double d = self->result == TFB_RES_FLOAT ? r.d : self->result == TFB_RES_UINT ? (double)r.u : (double)r.i;
+    switch (self->value_code) {
+    case TFB_F32: { float f = (float)d; memcpy(addr, &f, 4); break; }
+    case TFB_F64: memcpy(addr, &d, 8); break;
+    case TFB_BOOL_CODE: addr[0] = (char)(r.i != 0); break;
+    default: memcpy(addr, &r.i, (size_t)tfb_dtypes[self->value_code].itemsize); break; /* integers: low bytes */
+    }
+    return t;
+}
+
 static PyObject *nc_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     NativeCall *self = (NativeCall *)callable;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -674,6 +701,7 @@ static PyObject *nc_vectorcall(PyObject *callable, PyObject *const *args, size_t
     tfb_slot slot[TFB_MAX_PARAMS];
     tfb_syms syms;
     int64_t fillv[TFB_MAX_PARAMS];
+    PyObject *hidden[TFB_MAX_HIDDEN] = {NULL};
     memset(arr, 0, sizeof(tfb_arr) * (size_t)self->nparams);
     memset(syms.known, 0, (size_t)self->nsym);
 
@@ -699,9 +727,36 @@ static PyObject *nc_vectorcall(PyObject *callable, PyObject *const *args, size_t
             given[found] = (v == Py_None && found >= self->npos) ? NULL : v;
         }
     }
-    for (int i = 0; i < self->npos; i++)
+    for (int i = 0; i < self->nreq; i++)
         if (given[i] == NULL)
             goto fallback; /* missing: Python's TypeError */
+    if (self->guard != NULL) { /* an operator writing its arguments: refused under autograd */
+        int needs = 0;
+        for (int i = 0; i < self->nparams && !needs; i++) {
+            PyObject *v = self->params[i].kind == TFB_ARRAY ? given[self->params[i].input] : NULL;
+            if (v != NULL && v != Py_None) {
+                int t = tfb_attr_true(&cfg.requires_grad, v);
+                if (t == -2)
+                    goto error;
+                needs = t;
+            }
+        }
+        if (needs) {
+            PyObject *on = PyObject_CallNoArgs(self->grad_enabled);
+            int t = on == NULL ? -1 : PyObject_IsTrue(on);
+            Py_XDECREF(on);
+            if (t < 0)
+                goto error;
+            if (t)
+                goto fallback; /* the Python kernel calls the guard, which explains */
+        }
+    }
+    for (int k = 0; k < self->nhidden; k++) {
+        hidden[k] = PyObject_CallNoArgs(PyTuple_GET_ITEM(self->hidden, k));
+        if (hidden[k] == NULL)
+            goto error;
+        given[self->hidden_input[k]] = hidden[k];
+    }
 
     /* 2. arrays: read, then their shapes */
     for (int i = 0; i < self->nparams; i++) {
@@ -710,11 +765,11 @@ static PyObject *nc_vectorcall(PyObject *callable, PyObject *const *args, size_t
             continue;
         PyObject *v = given[p->input];
         if (v == NULL || v == Py_None) {
-            if (p->role == TFB_OUT || (p->optional && v == NULL))
+            if (p->role == TFB_OUT || p->optional) /* an operator passes None for an optional tensor */
                 continue;
             goto fallback;
         }
-        int r = tfb_read_array(v, p, &arr[i]);
+        int r = tfb_read_array(v, p, &arr[i], self->flags & TFB_KERNEL);
         if (r <= 0) {
             if (r < 0)
                 goto error;
@@ -917,6 +972,8 @@ static PyObject *nc_vectorcall(PyObject *callable, PyObject *const *args, size_t
     int nout = 0;
     if (self->returns == TFB_RET_COUNT) {
         value = PyLong_FromLongLong(ret.i);
+    } else if (self->returns == TFB_RET_VALUE && (self->flags & TFB_KERNEL)) {
+        value = tfb_value_tensor(self, ret); /* an operator's result: a 0-d tensor */
     } else if (self->returns == TFB_RET_VALUE) {
         value = self->tramp != NULL ? tfb_result(self, ret) : (PyObject *)ret.p;
     }
@@ -925,7 +982,7 @@ static PyObject *nc_vectorcall(PyObject *callable, PyObject *const *args, size_t
     for (int i = 0; i < self->nparams; i++)
         nout += self->params[i].kind == TFB_ARRAY && self->params[i].role == TFB_OUT;
     if (nout == 0) {
-        tfb_release(arr, self->nparams);
+        tfb_release(self, arr, hidden);
         if (value == NULL)
             Py_RETURN_NONE;
         return value;
@@ -939,8 +996,9 @@ static PyObject *nc_vectorcall(PyObject *callable, PyObject *const *args, size_t
             goto error;
         }
     }
-    int k = 0;
-    if (value != NULL)
+    /* the C result first, then the outputs; an operator: the outputs, then its result */
+    int k = 0, value_at = (self->flags & TFB_KERNEL) ? nout : 0;
+    if (value != NULL && value_at == 0)
         PyTuple_SET_ITEM(res, k++, value);
     for (int i = 0; i < self->nparams; i++) {
         if (self->params[i].kind != TFB_ARRAY || self->params[i].role != TFB_OUT)
@@ -952,17 +1010,20 @@ static PyObject *nc_vectorcall(PyObject *callable, PyObject *const *args, size_t
             PyTuple_SET_ITEM(res, k++, arr[i].obj);
         }
     }
-    tfb_release(arr, self->nparams);
+    if (value != NULL && value_at != 0)
+        PyTuple_SET_ITEM(res, k++, value);
+    tfb_release(self, arr, hidden);
     return res;
 
 error_value:
     if (self->tramp == NULL && self->returns == TFB_RET_VALUE)
         Py_XDECREF((PyObject *)ret.p);
 error:
-    tfb_release(arr, self->nparams);
+    tfb_release(self, arr, hidden);
     return NULL;
 fallback:
-    return tfb_fallback(self, arr, args, nargsf, kwnames);
+    tfb_release(self, arr, hidden);
+    return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -988,14 +1049,20 @@ static int tfb_read_dim(const int64_t *w, Py_ssize_t n, Py_ssize_t *at, tfb_dim 
 
 /* Decodes the description written by tensorffi/_bridge/lower.py (`encode`). */
 static int tfb_decode(NativeCall *self, const int64_t *w, Py_ssize_t n) {
-    Py_ssize_t at = 10;
+    Py_ssize_t at = 13;
     if (n < at || w[0] != TFB_VERSION)
         return 0;
-    int64_t np_ = w[1], ns = w[2], ni = w[3], npos = w[4], nfree = w[8], nfill = w[9];
+    int64_t np_ = w[1], ns = w[2], ni = w[3], npos = w[4], nfree = w[8], nfill = w[9], nreq = w[10], nh = w[11];
     if (np_ < 0 || np_ > TFB_MAX_PARAMS || ns < 0 || ns > TFB_MAX_SYMS || ni < 0 || ni > TFB_MAX_INPUTS ||
-        npos < 0 || npos > ni || nfree < 0 || nfree > TFB_MAX_SYMS || nfill < 0 || nfill > np_ ||
-        w[5] < TFB_RET_NONE || w[5] > TFB_RET_VALUE || w[6] < TFB_RES_VOID || w[6] > TFB_RES_BOOL)
+        npos < 0 || npos > ni || nreq < 0 || nreq > npos || nfree < 0 || nfree > TFB_MAX_SYMS || nfill < 0 ||
+        nfill > np_ || nh < 0 || nh > TFB_MAX_HIDDEN || w[5] < TFB_RET_NONE || w[5] > TFB_RET_VALUE ||
+        w[6] < TFB_RES_VOID || w[6] > TFB_RES_BOOL || (w[7] & ~(int64_t)TFB_KERNEL) || w[12] < 0 ||
+        w[12] >= TFB_NDTYPES)
         return 0;
+    self->flags = (int)w[7];
+    self->nreq = (int)nreq;
+    self->nhidden = (int)nh;
+    self->value_code = (int)w[12];
     self->nparams = (int)np_;
     self->nsym = (int)ns;
     self->ninputs = (int)ni;
@@ -1073,6 +1140,11 @@ static int tfb_decode(NativeCall *self, const int64_t *w, Py_ssize_t n) {
             return 0;
         self->fill_order[k] = (int)w[at++];
     }
+    for (int k = 0; k < self->nhidden; k++) {
+        if (at + 1 > n || w[at] < npos || w[at] >= ni)
+            return 0;
+        self->hidden_input[k] = (int)w[at++];
+    }
     for (int i = 0; i < self->nparams; i++) /* a numel fill names an array */
         if (self->params[i].kind == TFB_INT && self->params[i].fill == TFB_FILL_NUMEL &&
             self->params[self->params[i].fill_numel].kind != TFB_ARRAY)
@@ -1087,6 +1159,9 @@ static int nc_traverse(NativeCall *self, visitproc visit, void *arg) {
     Py_VISIT(self->fallback);
     Py_VISIT(self->raise_status);
     Py_VISIT(self->keep);
+    Py_VISIT(self->hidden);
+    Py_VISIT(self->guard);
+    Py_VISIT(self->grad_enabled);
     return 0;
 }
 
@@ -1097,6 +1172,9 @@ static int nc_clear(NativeCall *self) {
     Py_CLEAR(self->fallback);
     Py_CLEAR(self->raise_status);
     Py_CLEAR(self->keep);
+    Py_CLEAR(self->hidden);
+    Py_CLEAR(self->guard);
+    Py_CLEAR(self->grad_enabled);
     return 0;
 }
 
@@ -1107,15 +1185,16 @@ static void nc_dealloc(NativeCall *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* NativeCall(spec: bytes, names: tuple[str], trampoline: int, pyfunc, fallback, raise_status, keep) */
+/* NativeCall(spec: bytes, names: tuple[str], trampoline: int, pyfunc, fallback, raise_status, keep,
+ *            kernel: (hidden callables, guard, torch.is_grad_enabled) | None) */
 static PyObject *nc_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    PyObject *spec, *names, *tramp, *pyfunc, *fallback, *raise_status, *keep;
+    PyObject *spec, *names, *tramp, *pyfunc, *fallback, *raise_status, *keep, *kernel = Py_None;
     if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
         PyErr_SetString(PyExc_TypeError, "NativeCall() takes no keyword arguments");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "SO!OOOOO:NativeCall", &spec, &PyTuple_Type, &names, &tramp, &pyfunc, &fallback,
-                          &raise_status, &keep))
+    if (!PyArg_ParseTuple(args, "SO!OOOOO|O:NativeCall", &spec, &PyTuple_Type, &names, &tramp, &pyfunc, &fallback,
+                          &raise_status, &keep, &kernel))
         return NULL;
     if (!cfg.torch_ok && !cfg.numpy_ok) {
         PyErr_SetString(PyExc_RuntimeError, "the native bridge is not configured");
@@ -1184,6 +1263,30 @@ static PyObject *nc_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->raise_status = raise_status;
     Py_INCREF(keep);
     self->keep = keep;
+    if (self->flags & TFB_KERNEL) {
+        PyObject *hidden, *guard, *enabled;
+        if (!PyArg_ParseTuple(kernel, "O!OO:kernel", &PyTuple_Type, &hidden, &guard, &enabled)) {
+            Py_DECREF(self);
+            return NULL;
+        }
+        if (PyTuple_GET_SIZE(hidden) != self->nhidden) {
+            PyErr_SetString(PyExc_ValueError, "NativeCall: one callable per hidden parameter expected");
+            Py_DECREF(self);
+            return NULL;
+        }
+        Py_INCREF(hidden);
+        self->hidden = hidden;
+        if (guard != Py_None) {
+            Py_INCREF(guard);
+            self->guard = guard;
+            Py_INCREF(enabled);
+            self->grad_enabled = enabled;
+        }
+    } else if (self->nhidden) {
+        PyErr_SetString(PyExc_ValueError, "NativeCall: hidden parameters are for operator kernels");
+        Py_DECREF(self);
+        return NULL;
+    }
     return (PyObject *)self;
 }
 
@@ -1420,7 +1523,7 @@ static PyObject *bridge_contents(PyObject *module, PyObject *obj) {
     p.rank = -1;
     tfb_arr a;
     memset(&a, 0, sizeof a);
-    int r = tfb_read_array(obj, &p, &a);
+    int r = tfb_read_array(obj, &p, &a, 0);
     if (r < 0)
         return NULL;
     PyObject *out = NULL;
@@ -1449,7 +1552,61 @@ static PyObject *bridge_contents(PyObject *module, PyObject *obj) {
     return out;
 }
 
+/* bridge_read(obj, dtype_code, written, grad_ok) -> (address, nbytes, shape, holder, is_numpy) or None:
+ * the native path's rule for an argument C may use as it is, for the Python path's
+ * own calls (functions the native path does not run: handles, structs, callbacks...).
+ * `holder` (the torch storage, or the array) must be held until C returns. None: the
+ * Python path's general preparation decides (it explains, or copies). */
+static PyObject *bridge_read(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "bridge_read(obj, dtype_code, written, grad_ok)");
+        return NULL;
+    }
+    tfb_param p;
+    memset(&p, 0, sizeof p);
+    long code = PyLong_AsLong(args[1]);
+    int written = PyObject_IsTrue(args[2]), grad_ok = PyObject_IsTrue(args[3]);
+    if ((code == -1 && PyErr_Occurred()) || written < 0 || grad_ok < 0)
+        return NULL;
+    if (code < 0 || code >= TFB_NDTYPES) {
+        PyErr_SetString(PyExc_ValueError, "bridge_read: unknown dtype code");
+        return NULL;
+    }
+    p.dtype = (int)code;
+    p.role = written ? TFB_INOUT : TFB_IN;
+    p.rank = -1;
+    tfb_arr a;
+    memset(&a, 0, sizeof a);
+    int r = tfb_read_array(args[0], &p, &a, grad_ok);
+    if (r < 0)
+        return NULL;
+    if (r == 0 || a.ndim > TFB_MAX_RANK) {
+        Py_XDECREF(a.storage);
+        Py_RETURN_NONE;
+    }
+    PyObject *shape = PyTuple_New(a.ndim);
+    for (int k = 0; shape != NULL && k < a.ndim; k++) {
+        PyObject *n = PyLong_FromLongLong(a.shape[k]);
+        if (n == NULL)
+            Py_CLEAR(shape);
+        else
+            PyTuple_SET_ITEM(shape, k, n);
+    }
+    PyObject *holder = a.storage != NULL ? a.storage : args[0];
+    if (a.storage == NULL)
+        Py_INCREF(holder);
+    if (shape == NULL) {
+        Py_DECREF(holder);
+        return NULL;
+    }
+    return Py_BuildValue("(NLNNO)", PyLong_FromVoidPtr(a.addr), (long long)a.nbytes, shape, holder,
+                         a.numpy ? Py_True : Py_False);
+}
+
 static PyMethodDef tfb_functions[] = {
+    {"bridge_read", (PyCFunction)(void (*)(void))bridge_read, METH_FASTCALL,
+     "The native path's reading of one argument, for the Python path (None: not as it is)."},
     {"bridge_contents", bridge_contents, METH_O, "(dtype code, shape, bytes) of a small array, or None."},
     {"bridge_tensor_copy", (PyCFunction)(void (*)(void))bridge_tensor_copy, METH_FASTCALL,
      "A new torch tensor holding a copy of a C-contiguous NumPy array."},

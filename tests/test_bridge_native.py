@@ -296,6 +296,30 @@ class TestNative:
         with pytest.raises(LayoutError, match="storage holds 136 bytes"):
             lib.inc(view)
 
+    def test_operator_bodies_run_natively_and_match_the_python_body(self, lib, rng):
+        from tensorffi.bridge import tensor_kernel
+
+        x = torch.from_numpy(rng.standard_normal((3, 5)))
+        k = tensor_kernel(lib.scaled.__wrapped_bridge__, {"k": lambda: 3})  # a hidden parameter
+        assert k.__native__
+        y = k(x, 0.5)
+        assert torch.equal(y, k.__python_path__(x, 0.5)) and torch.equal(y, 0.5 * x + 3)
+        t = tensor_kernel(lib.total.__wrapped_bridge__)  # a value result: a 0-d tensor of its type
+        r = t(x[0].contiguous())
+        assert r.dim() == 0 and r.dtype == torch.float64 and float(r) == pytest.approx(float(x[0].sum()))
+        assert torch.equal(r, t.__python_path__(x[0].contiguous()))
+        h = tensor_kernel(lib.half.__wrapped_bridge__)
+        assert h(3.0).dtype == torch.float32 and float(h(3.0)) == 1.5
+        # an operator may write a tensor that requires grad (it decided: no_grad); the guard refuses otherwise
+        guarded = []
+        inc = tensor_kernel(lib.inc.__wrapped_bridge__, grad_guard=lambda *ts: guarded.append(ts))
+        p = torch.ones(3, requires_grad=True)
+        with torch.no_grad():
+            inc(p)
+        assert p.tolist() == [2.0] * 3 and guarded == []
+        inc(p)  # grad mode: the guard is asked (here it lets the write through)
+        assert len(guarded) == 1 and guarded[0][0] is p
+
     def test_numpy_layout_probe_and_exchange_version_are_checked(self):
         # configure() is idempotent, and says what it checked
         lower.configure()

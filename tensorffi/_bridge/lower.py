@@ -25,12 +25,13 @@ handles, callbacks, raw pointers, arrays C keeps after the call, pointer or
 
 The encoding (int64 words; ``tfb_decode`` in bridge_call.c reads it)::
 
-    header  VERSION nparams nsym ninputs npos returns result 0 nfree nfill
+    header  VERSION nparams nsym ninputs npos returns result flags nfree nfill nreq nhidden value_code
     array   1 input dtype role optional rank { factor nsym sym... } * rank
     int     2 input unsigned lo hi sym alias fill numel [factor nsym sym...]  (fill == 1)
     float   3 input bits
     free    (input sym) * nfree
     fills   param * nfill
+    hidden  input * nhidden
 """
 from __future__ import annotations
 
@@ -43,12 +44,14 @@ from typing import Any
 import numpy as np
 
 from .._shims import TRAMPOLINE_PREFIX
-from ..plan import Param, Plan, pyname
+from ..plan import Param, Plan, operator_signature, pyname
 
 RETURN_CODES = {"none": 0, "status": 1, "count": 2, "value": 3}
 RES_VOID, RES_INT, RES_UINT, RES_FLOAT, RES_BOOL = range(5)
 ROLE_CODES = {"in": 0, "out": 1, "inout": 2}
 FILL_DIM, FILL_NUMEL = 1, 2
+FLAG_KERNEL = 1
+VERSION = 2  # of the encoding (TFB_VERSION in bridge_call.c)
 _INT64_MAX = (1 << 63) - 1
 
 
@@ -155,6 +158,14 @@ def describe() -> str:
     return text + (f"; Python for the rest: {STATE.reason}" if STATE.reason else "")
 
 
+def reader() -> Any:
+    """``read(obj, dtype code, written, grad_ok)``: the native path's reading of one
+    argument for the Python path (csrc/bridge_call.c ``bridge_read``), or None where the
+    native path is off."""
+    configure()
+    return None if STATE.native is None else STATE.native.bridge_read
+
+
 def tensor_copy() -> Any:
     """``copy(array, code)``: a new torch tensor holding a copy of a C-contiguous NumPy
     array (element type ``code``, see :func:`dtype_code`); None where the native path is off."""
@@ -254,15 +265,42 @@ def _dim(d: Any, sym: dict[str, int]) -> list[int]:
     return [d.factor, len(d.symbols), *(sym[s] for s in d.symbols)]
 
 
-def encode(plan: Plan, ffi: Any) -> tuple[bytes, tuple[str, ...]]:
-    """The description of ``plan`` (see the module docstring) and its input names."""
-    names = [p.pyname for p in plan.positional] + [p.pyname for p in plan.keyword_only] + [
-        pyname(s) for s in plan.free_sizes]
+def encode(plan: Plan, ffi: Any, kernel: tuple[list[str], dict[str, Any]] | None = None
+           ) -> tuple[bytes, tuple[str, ...], list[Any]]:
+    """The description of ``plan`` (see the module docstring), its input names and the
+    hidden parameters' callables.
+
+    ``kernel``: ``(operator argument names, hidden)`` for an operator's body: inputs in
+    operator order (trailing optional ones may be left out), hidden parameters' values
+    from their callables, outputs first and the C result as a 0-d tensor."""
+    if kernel is None:
+        names = [p.pyname for p in plan.positional] + [p.pyname for p in plan.keyword_only] + [
+            pyname(s) for s in plan.free_sizes]
+        npos = nreq = len(plan.positional)
+        hidden_names: list[str] = []
+        flags = value_code = 0
+    else:
+        op_names, hidden = kernel
+        names = list(op_names)
+        npos = len(names)
+        _, outs = operator_signature(plan, hidden)
+        optional = {p.pyname for p in plan.params if p.kind == "array" and p.optional}
+        nreq = npos
+        while nreq and names[nreq - 1] in optional:
+            nreq -= 1  # the dispatcher leaves out trailing arguments equal to their default (None)
+        # parameters the operator does not take: computed (fills, outputs) or hidden
+        names += ["\0" + p.name for p in plan.params if p.pyname not in op_names]
+        hidden_names = ["\0" + name for name in hidden]
+        flags = FLAG_KERNEL
+        value_code = STATE.dtype_codes[outs[-1].dtype] if plan.returns == "value" else 0
     where = {n: i for i, n in enumerate(names)}
+    for p in plan.params:
+        where.setdefault(p.pyname, where.get("\0" + p.name, -1))
     sym = {s: i for i, s in enumerate(sorted(plan.contract.symbols))}
     by_name = plan.by_name
-    words = [1, len(plan.params), len(sym), len(names), len(plan.positional), RETURN_CODES[plan.returns],
-             _result_code(ffi, plan), 0, len(plan.free_sizes), len(plan.fill_order)]
+    words = [VERSION, len(plan.params), len(sym), len(names), npos, RETURN_CODES[plan.returns],
+             _result_code(ffi, plan), flags, len(plan.free_sizes), len(plan.fill_order), nreq, len(hidden_names),
+             value_code]
     for p in plan.params:
         if p.kind == "array":
             shape = p.shape
@@ -288,7 +326,9 @@ def encode(plan: Plan, ffi: Any) -> tuple[bytes, tuple[str, ...]]:
     for s in plan.free_sizes:
         words += [where[pyname(s)], sym[s]]
     words += [by_name[n].index for n in plan.fill_order]
-    return array("q", words).tobytes(), tuple(names)
+    words += [where[n] for n in hidden_names]
+    callables = [] if kernel is None else [kernel[1][n.removeprefix("\0")] for n in hidden_names]
+    return array("q", words).tobytes(), tuple(names), callables
 
 
 def trampoline_address(ffi: Any, lib: Any, name: str) -> int | None:
@@ -311,11 +351,34 @@ def lower(bound: Any, fallback: Any) -> tuple[Any, str | None]:
     why = native_reason(plan, bound.ffi, trampoline=bound.trampoline, pointers_as_int=bound.pointers_as_int)
     if why is not None:
         return None, why
-    spec, names = encode(plan, bound.ffi)
+    spec, names, _ = encode(plan, bound.ffi)
     call = STATE.native.NativeCall(spec, names, bound.trampoline or 0, None if bound.trampoline else bound.cfunc,
                                    fallback, bound.raise_status, bound.keepalive)
     return call, None
 
 
-__all__ = ["configure", "describe", "lower", "native_reason", "encode", "trampoline_address", "tensor_copy",
+def lower_kernel(bound: Any, fallback: Any, hidden: dict[str, Any], grad_guard: Any) -> tuple[Any, str | None]:
+    """The native body of ``bound`` as an operator (see :func:`tensorffi.bridge.tensor_kernel`),
+    or ``(None, reason)``; ``fallback`` is the generated Python body."""
+    configure()
+    plan = bound.plan
+    why = native_reason(plan, bound.ffi, trampoline=bound.trampoline, pointers_as_int=bound.pointers_as_int)
+    if why is None and not bound.trampoline:
+        why = "an operator's body needs the function's trampoline"
+    for name in hidden:
+        p = plan.by_name.get(name)
+        if why is None and (p is None or p.kind != "scalar" or p.fill is not None or p.is_symbol):
+            why = f"hidden parameter '{name}' is not a plain scalar"
+    if why is not None:
+        return None, why
+    args, _ = operator_signature(plan, hidden)
+    spec, names, callables = encode(plan, bound.ffi, ([a.name for a in args], dict(hidden)))
+    import torch
+
+    call = STATE.native.NativeCall(spec, names, bound.trampoline, None, fallback, bound.raise_status, bound.keepalive,
+                                   (tuple(callables), grad_guard, torch.is_grad_enabled))
+    return call, None
+
+
+__all__ = ["configure", "describe", "lower", "lower_kernel", "reader", "native_reason", "encode", "trampoline_address", "tensor_copy",
            "contents", "dtype_code", "STATE"]

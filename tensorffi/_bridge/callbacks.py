@@ -1,0 +1,101 @@
+# SPDX-License-Identifier: MIT
+"""Callbacks: Python callables C may call from any thread, their arguments as tensors."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from .. import _codegen
+from ..errors import ArgumentTypeError, ContractError
+from ..plan import Param
+from .arrays import TORCH_DTYPES, _describe
+
+# --------------------------------------------------------------------------- #
+# Callbacks: Python callables C may call from any thread                       #
+# --------------------------------------------------------------------------- #
+
+
+def _view_maker(ffi: Any) -> Callable[..., torch.Tensor]:
+    """``view(ptr, shape, dtype, itemsize, copy)``: a tensor over ``prod(shape)`` elements
+    of C memory at ``ptr`` (valid while the callback runs; a copy with ``copy``)."""
+    NULL, buffer, frombuffer, empty = ffi.NULL, ffi.buffer, torch.frombuffer, torch.empty
+
+    def view(ptr: Any, shape: tuple[int, ...], dtype: torch.dtype, itemsize: int, copy: bool) -> torch.Tensor:
+        n = 1
+        for d in shape:
+            n *= d
+        if n <= 0 or ptr == NULL:
+            return empty(shape, dtype=dtype)
+        t = frombuffer(buffer(ptr, n * itemsize), dtype=dtype).view(shape)
+        return t.clone() if copy else t
+
+    return view
+
+
+def _callback_factory(ffi: Any, p: Param, fname: str) -> Callable[[Any, Callable[[BaseException], None]], Any]:
+    """``factory(fn, sink)``: a cffi callback for function-pointer parameter ``p`` that
+    calls ``fn`` with the callback's arguments as the contract describes them (arrays
+    as tensors over C memory; sizes named in their shapes and bare ``void *`` left out;
+    C strings as ``str``), stores any exception in ``sink`` and returns the declared
+    error value to C instead."""
+    sig, spec = p.signature, p.callback
+    assert sig is not None and spec is not None
+    if sig.variadic:
+        raise ContractError(f"{fname}: callback '{p.name}' is variadic")
+    res = sig.result
+    ctype = p.ctype if not p.ctype.count("(") else (
+        f"{res.text} (*)({', '.join(q.type.text for q in sig.params) or 'void'})")
+    sizes = {sym for shape in spec.arrays.values() for d in shape for sym in d.symbols}
+    cnames = [f"a{i}" for i in range(len(sig.params))]
+    ns: dict[str, Any] = {"_view": _view_maker(ffi), "_ffi": ffi, "_NULL": ffi.NULL, "_string": ffi.string}
+    args: list[str] = []
+    for i, q in enumerate(sig.params):
+        c = cnames[i]
+        if q.name in spec.arrays:
+            dtype = q.type.dtype
+            assert dtype is not None
+            tdt = TORCH_DTYPES[dtype]
+            ns[f"_dt{i}"] = tdt
+            dims = []
+            for d in spec.arrays[q.name]:
+                factors = [cnames[[r.name for r in sig.params].index(sym)] for sym in d.symbols]
+                dims.append(" * ".join(factors + ([str(d.factor)] if d.factor != 1 or not factors else [])))
+            shape = "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+            args.append(f"_view({c}, {shape}, _dt{i}, {tdt.itemsize}, {spec.copy})")
+        elif q.name in sizes:
+            continue
+        elif q.type.pointer_depth == 1 and q.type.dtype == "any":
+            continue  # user data: Python closures carry their own state
+        elif q.type.pointer_depth == 1 and q.type.resolved == "char" and q.type.const:
+            args.append(f"(None if {c} == _NULL else _string({c}).decode('utf-8', 'replace'))")
+        else:
+            args.append(c)
+    call = f"_fn({', '.join(args)})"
+    lines = ["def _make(_fn, _sink):", f"    def _cb({', '.join(cnames)}):", "        try:"]
+    if res.text == "void":
+        lines += [f"            {call}", "        except BaseException as _e:", "            _sink(_e)"]
+        error_kw = ""
+    else:
+        conv = "float" if res.is_float else "int"
+        lines += [f"            _r = {call}", f"            return 0 if _r is None else {conv}(_r)",
+                  "        except BaseException as _e:", "            _sink(_e)", f"            return {spec.error}"]
+        error_kw = f", error={spec.error}"
+    lines.append(f"    return _ffi.callback(_ct, _cb{error_kw}, onerror=lambda _t, _v, _tb: _sink(_v))")
+    src = "\n".join(lines) + "\n"
+    ns["_ct"] = ctype
+    make = _codegen.build(src, ns, function="_make", label=f"callback: {fname}.{p.name}")
+    optional = True
+
+    def factory(fn: Any, sink: Callable[[BaseException], None]) -> Any:
+        if fn is None and optional:
+            return ffi.NULL
+        if isinstance(fn, ffi.CData):
+            return fn  # a C function pointer given as is
+        if not callable(fn):
+            raise ArgumentTypeError(f"{fname}(): argument '{p.name}' expects a callable (or None), got {_describe(fn)}")
+        return make(fn, sink)
+
+    return factory
+
+
