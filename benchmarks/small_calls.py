@@ -14,7 +14,7 @@ ratio peer / tensorffi (above 1: tensorffi is faster), beside the figures of iss
 * ``signal.sosfilt`` (1, 256) float64 NumPy with ``zi`` vs ``scipy.signal.sosfilt``;
   (2, 256) float32 torch with ``zi`` (SciPy on the same data as NumPy float32);
   (64, 4096) float32 torch, no ``zi``; order-8 Butterworth (4 sections);
-* ``io.read_csv`` of 100 and 10 rows (8 columns, ``%.9g``) from bytes vs
+* ``io.read_csv`` of 100 and 10 rows (8 columns; and 10 x 3, ``%.9g``) from bytes vs
   ``numpy.loadtxt`` on the same bytes (``BytesIO``), both to float32;
 * ``physics.energy`` N = 64 float32 torch vs the same sum in eager torch
   (benchmarks/physics.py's ``energy_torch``);
@@ -62,8 +62,9 @@ OLD = {
     "sosfilt (1, 256) float64 NumPy, zi": "51 vs 27",
     "sosfilt (2, 256) float32 torch, zi": "141 vs 45",
     "sosfilt (64, 4096) float32 torch": "435 vs 1806",
-    "read_csv 100 rows from bytes": "148 vs 52",
-    "read_csv 10 rows from bytes": "",
+    "read_csv 100 rows x 8 columns from bytes": "148 vs 52",
+    "read_csv 10 rows x 8 columns from bytes": "",
+    "read_csv 10 rows x 3 columns from bytes": "",
     "energy N=64 float32 torch": "44 vs 111",
     "nbody B=64 N=64, one step, float32 torch": "290 vs 180",
     "compile() call, 16 floats (vs seed ctypes)": "1.5-2.5 vs 1.7-2.3",
@@ -127,14 +128,14 @@ def cases(work: Path) -> list[tuple[str, str, dict[str, Callable[[], Any]]]]:
                 {"ours": lambda: tsig.sosfilt(s2t, x3t), "peer": lambda: ss.sosfilt(sos32, x3)}))
 
     # io
-    for rows in (100, 10):
+    for rows, cols in ((100, 8), (10, 8), (10, 3)):
         buf = io.BytesIO()
-        a = (rng.standard_normal((rows, 8)) * 10.0 ** rng.integers(-3, 4, (rows, 8))).astype(np.float32)
+        a = (rng.standard_normal((rows, cols)) * 10.0 ** rng.integers(-3, 4, (rows, cols))).astype(np.float32)
         np.savetxt(buf, a, fmt="%.9g", delimiter=",")
         data = buf.getvalue()
         assert np.array_equal(tio.read_csv(data).numpy(), np.loadtxt(io.BytesIO(data), delimiter=",",
                                                                       dtype=np.float32))
-        out.append((f"read_csv {rows} rows from bytes", "numpy.loadtxt",
+        out.append((f"read_csv {rows} rows x {cols} columns from bytes", "numpy.loadtxt",
                     {"ours": lambda data=data: tio.read_csv(data),
                      "peer": lambda data=data: np.loadtxt(io.BytesIO(data), delimiter=",", dtype=np.float32)}))
 
