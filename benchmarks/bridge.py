@@ -8,7 +8,8 @@
 All in one process, the same C code everywhere, on 16 float32 elements:
 
 * ``f``: ``void f(float *x, int64_t n)`` (x += 1), ``g``: ``void g(const float *x,
-  float *y, int64_t n)`` (y = 2x);
+  float *y, int64_t n)`` (y = 2x), ``h``: ``float h(const float *x, int64_t n)`` (the sum:
+  C only reads x, so no requires_grad, inference or version-counter work);
 * raw cffi: API mode, ``lib.f(ffi.cast("float *", t.data_ptr()), 16)`` (NumPy:
   ``ffi.cast("float *", ffi.from_buffer(a))``) — no checks at all; for ``g``, into a
   preallocated ``y``;
@@ -24,6 +25,9 @@ Each case is timed interleaved with its peers, sample by sample (a sample is a
 batch of calls of about a millisecond); ratios are taken within each run (tensorffi /
 peer: at most 1 means tensorffi is as fast or faster) and reported as median [min,
 max] over runs.
+
+``--primitives`` also builds ``benchmarks/torch_reads.c`` and times, from C, each read of
+a torch tensor the bridge makes (the floor of a checked torch call on this machine).
 """
 from __future__ import annotations
 
@@ -56,9 +60,10 @@ from small_calls import fmt, interleaved  # noqa: E402
 C_SOURCE = """#include <stdint.h>
 void f(float *x, int64_t n) { for (int64_t i = 0; i < n; i++) x[i] += 1.0f; }
 void g(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = 2.0f * x[i]; }
+float h(const float *x, int64_t n) { float s = 0; for (int64_t i = 0; i < n; i++) s += x[i]; return s; }
 """
-CDEF = "void f(float *x, int64_t n);\nvoid g(const float *x, float *y, int64_t n);"
-CONTRACTS = {"f": "x: [n]", "g": "x: [n]; y: out [n]"}
+CDEF = "void f(float *x, int64_t n);\nvoid g(const float *x, float *y, int64_t n);\nfloat h(const float *x, int64_t n);"
+CONTRACTS = {"f": "x: [n]", "g": "x: [n]; y: out [n]", "h": "x: [n]"}
 
 TVM_SOURCE = r"""
 #include <tvm/ffi/container/tensor.h>
@@ -106,7 +111,7 @@ def build(work: Path) -> dict[str, Any]:
 def cases(libs: dict[str, Any]) -> list[tuple[str, dict[str, Callable[[], Any]], dict[str, float]]]:
     """(label, {"ours": fn, peer: fn, ...}, {peer: floor}) per case; each checked once."""
     raw, comp, load, tvm = libs["raw"], libs["compile"], libs["load"], libs["tvm"]
-    rf, rg, cast, from_buffer = raw.lib.f, raw.lib.g, raw.ffi.cast, raw.ffi.from_buffer
+    rf, rg, rh, cast, from_buffer = raw.lib.f, raw.lib.g, raw.lib.h, raw.ffi.cast, raw.ffi.from_buffer
     t, a = torch.zeros(16), np.zeros(16, np.float32)
     ty, ay = torch.empty(16), np.empty(16, np.float32)
     out = []
@@ -117,13 +122,19 @@ def cases(libs: dict[str, Any]) -> list[tuple[str, dict[str, Callable[[], Any]],
 
             def raw_g(x=x, y=y) -> None:
                 rg(cast("float *", x.data_ptr()), cast("float *", y.data_ptr()), 16)
+
+            def raw_h(x=x) -> float:
+                return rh(cast("float *", x.data_ptr()), 16)
         else:
             def raw_f(x=x) -> None:
                 rf(cast("float *", from_buffer(x)), 16)
 
             def raw_g(x=x, y=y) -> None:
                 rg(cast("float *", from_buffer(x)), cast("float *", from_buffer(y)), 16)
-        cf, lf, cg = comp.f, load.f, comp.g
+
+            def raw_h(x=x) -> float:
+                return rh(cast("float *", from_buffer(x)), 16)
+        cf, lf, cg, ch = comp.f, load.f, comp.g, comp.h
         before = x.copy() if kind == "NumPy" else x.clone()
         cf(x)
         lf(x)
@@ -136,6 +147,8 @@ def cases(libs: dict[str, Any]) -> list[tuple[str, dict[str, Callable[[], Any]],
             peers["TVM FFI"] = lambda tf=tf, x=x: tf(x)
             floors["TVM FFI"] = 1.0
         out.append((f"compile() checked call, {kind}, x: [n]", {"ours": lambda cf=cf, x=x: cf(x), **peers}, floors))
+        out.append((f"compile() checked call, {kind}, const x: [n] (C reads it)",
+                    {"ours": lambda ch=ch, x=x: ch(x), "raw cffi": raw_h}, {"raw cffi": 1.0}))
         out.append((f"load() checked call, {kind}, x: [n]", {"ours": lambda lf=lf, x=x: lf(x), "raw cffi": raw_f},
                     {"raw cffi": 1.5}))
         out.append((f"compile() call allocating y, {kind}, x: [n]; y: out [n]",
@@ -143,10 +156,44 @@ def cases(libs: dict[str, Any]) -> list[tuple[str, dict[str, Callable[[], Any]],
     return out
 
 
+PRIMITIVES = [
+    "DLPack exchange: data, shape, strides, dtype, device (dltensor_from_py_object_no_sync)",
+    "is_neg() (the lazy negative bit; is_conj() too for complex dtypes)",
+    "untyped_storage(), its size and address (the storage's real extent; held for the call)",
+    "requires_grad (written tensors)",
+    "_version (written tensors: an inference tensor has none)",
+    "torch._C._increment_version((t,)) (written tensors, after the call)",
+    "GIL released and taken back around the C call",
+]
+
+
+def primitives(work: Path, runs: int) -> list[tuple[str, float]]:
+    """Median seconds of each read of PRIMITIVES, from C, on a 16-float tensor."""
+    import sysconfig
+
+    so = work / ("torch_reads" + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-I" + sysconfig.get_paths()["include"],
+                    os.path.join(_HERE, "torch_reads.c"), "-o", str(so)], check=True)
+    spec = importlib.util.spec_from_file_location("torch_reads", so)
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    t = torch.zeros(16)
+    base = torch._C.TensorBase
+    st = t.untyped_storage()
+    mod.setup(t, [base.__dict__["is_neg"], base.__dict__["untyped_storage"], type(st).data_ptr,
+                  base.__dict__["requires_grad"], base.__dict__["_version"]], torch._C._increment_version)
+    times: list[list[float]] = [[] for _ in PRIMITIVES]
+    for _ in range(runs * 5):
+        for i in range(len(PRIMITIVES)):
+            times[i].append(mod.run(t, i, 20000))
+    return [(name, statistics.median(ts)) for name, ts in zip(PRIMITIVES, times)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples")
     parser.add_argument("--runs", type=int, default=5, help="measure every case this many times (default 5)")
+    parser.add_argument("--primitives", action="store_true", help="also time each torch read from C")
     args = parser.parse_args(argv)
     samples = 9 if args.quick else 31
     warnings.filterwarnings("ignore")
@@ -156,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.runs):
             for i, (_, fns, _) in enumerate(todo):
                 results[i].append(interleaved(fns, samples))
+        prims = primitives(Path(tmp), args.runs) if args.primitives else []
     load = os.getloadavg()
     info = tensorffi.info()
     print("## The bridge's call (issue 19)\n")
@@ -173,6 +221,15 @@ def main(argv: list[str] | None = None) -> int:
             mark = "" if statistics.median(ratios) <= floor else " (missed)"
             print(f"| {label} | {fmt(ours)} | {peer} | {fmt(statistics.median(r[peer] for r in res))} | "
                   f"{statistics.median(ratios):.2f}x [{min(ratios):.2f}, {max(ratios):.2f}] | ≤ {floor:g}x{mark} |")
+    if prims:
+        print("\n| read of a torch tensor, from C (benchmarks/torch_reads.c) | ns |")
+        print("|---|---:|")
+        for name, sec in prims:
+            print(f"| {name} | {sec * 1e9:.0f} |")
+        written = sum(sec for _, sec in prims)
+        print(f"| **sum for a tensor C writes** | **{written * 1e9:.0f}** |")
+        print(f"| sum for a tensor C only reads (no requires_grad, _version, bump) | "
+              f"{(prims[0][1] + prims[1][1] + prims[2][1] + prims[6][1]) * 1e9:.0f} |")
     return 0
 
 

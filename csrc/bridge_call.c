@@ -1475,14 +1475,16 @@ static PyObject *bridge_limits(PyObject *module, PyObject *unused) {
                          "rank", TFB_MAX_RANK, "dim_symbols", TFB_MAX_DIMSYMS, "inputs", TFB_MAX_INPUTS);
 }
 
-/* bridge_tensor_copy(array, dtype_code) -> a new torch tensor holding a copy of a
- * C-contiguous NumPy array, as element type `dtype_code` (of the array's item size: a
- * uint16 array becomes float16 or bfloat16). The tensor's memory is the bridge's own
- * (tfb_new_tensor): for small results, a third of what torch.from_numpy costs. */
+/* bridge_tensor_copy(array, dtype_code, shape) -> a new torch tensor of `shape` holding a
+ * copy of the first prod(shape) elements of a C-contiguous NumPy array, as element type
+ * `dtype_code` (of the array's item size: a uint16 array becomes float16 or bfloat16).
+ * The tensor's memory is the bridge's own (tfb_new_tensor): for small results, a third
+ * of what trimming the array and torch.from_numpy cost. */
 static PyObject *bridge_tensor_copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 2 || !cfg.torch_ok || !cfg.numpy_ok || Py_TYPE(args[0]) != cfg.ndarray_type) {
-        PyErr_SetString(PyExc_TypeError, "bridge_tensor_copy(ndarray, dtype code) needs the native bridge");
+    if (nargs != 3 || !cfg.torch_ok || !cfg.numpy_ok || Py_TYPE(args[0]) != cfg.ndarray_type ||
+        !PyTuple_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "bridge_tensor_copy(ndarray, dtype code, shape) needs the native bridge");
         return NULL;
     }
     const tfb_ndarray *arr = (const tfb_ndarray *)args[0];
@@ -1490,18 +1492,29 @@ static PyObject *bridge_tensor_copy(PyObject *module, PyObject *const *args, Py_
     if (code == -1 && PyErr_Occurred())
         return NULL;
     int from = tfb_np_dtype_code(((const tfb_descr *)arr->descr)->type_num);
+    Py_ssize_t rank = PyTuple_GET_SIZE(args[2]);
     if (code < 1 || code >= TFB_NDTYPES || from < 0 || tfb_dtypes[from].itemsize != tfb_dtypes[code].itemsize ||
-        arr->nd > TFB_MAX_RANK || !(arr->flags & TFB_NPY_C_CONTIGUOUS)) {
+        rank > TFB_MAX_RANK || !(arr->flags & TFB_NPY_C_CONTIGUOUS)) {
         PyErr_SetString(PyExc_ValueError, "bridge_tensor_copy: a C-contiguous array of that item size expected");
         return NULL;
     }
-    int64_t shape[TFB_MAX_RANK] = {0}, numel = 1;
-    for (int k = 0; k < arr->nd; k++) {
-        shape[k] = arr->dimensions[k];
-        numel *= shape[k];
+    int64_t shape[TFB_MAX_RANK] = {0}, numel = 1, have = 1;
+    for (int k = 0; k < arr->nd; k++)
+        have *= arr->dimensions[k];
+    for (Py_ssize_t k = 0; k < rank; k++) {
+        shape[k] = PyLong_AsLongLong(PyTuple_GET_ITEM(args[2], k));
+        if (shape[k] < 0 || __builtin_mul_overflow(numel, shape[k], &numel)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "bridge_tensor_copy: a bad shape");
+            return NULL;
+        }
+    }
+    if (numel > have) {
+        PyErr_SetString(PyExc_ValueError, "bridge_tensor_copy: the shape holds more elements than the array");
+        return NULL;
     }
     char *addr = NULL;
-    PyObject *t = tfb_new_tensor((int)code, arr->nd, shape, &addr);
+    PyObject *t = tfb_new_tensor((int)code, (int)rank, shape, &addr);
     if (t == NULL) {
         if (!PyErr_Occurred())
             PyErr_NoMemory();

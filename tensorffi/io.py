@@ -365,9 +365,18 @@ def _read_small(
     """The whole parse in one native call (tf_parse_small_*): into a buffer of
     n - start + 1 values (every field but the last ends with its own delimiter or line
     end, so no input has more), then trimmed to the rows found."""
-    out = np.empty(len(buf) - start + 1, dtype=_RAW[kernel])
     views = getattr(_meta, "views", None)
     meta, info, errinfo, spans = views if views is not None else _small_meta()
+    need = len(buf) - start + 1
+    to_tensor = not want_numpy and _tensor_copy is not None
+    if to_tensor and need <= _SCRATCH_VALUES:
+        # the values are copied into the result: parse into this thread's scratch buffer
+        out = getattr(_meta, kernel, None)
+        if out is None:
+            out = np.empty(_SCRATCH_VALUES, dtype=_RAW[kernel])
+            setattr(_meta, kernel, out)
+    else:
+        out = np.empty(need, dtype=_RAW[kernel])
     try:
         _small[kernel](buf, start, skiprows, delim, comment, _HEADER[header], limit, missing, out=out, meta=meta)
     except ParseError as exc:
@@ -382,10 +391,10 @@ def _read_small(
         names = [_field_text(buf, spans[i]) for i in range(cols)]
     elif header is True and first < 0:
         names = []
-    if not want_numpy and _tensor_copy is not None:
+    if to_tensor:
         # a tensor of the exact size, filled from the buffer (cheaper than trimming it
         # and wrapping it with torch.from_numpy)
-        result: Any = _tensor_copy(out[: rows * cols].reshape(rows, cols), _TORCH_CODE[kernel])
+        result: Any = _tensor_copy(out, _TORCH_CODE[kernel], (rows, cols))
         return (result, names) if return_names else result
     try:
         out.resize((rows, cols), refcheck=True)  # realloc: gives back the unused part of the bound
@@ -401,6 +410,8 @@ def _read_small(
 
 
 _meta = threading.local()
+#: values a thread's scratch buffer for small tables holds (16 KiB of input or less)
+_SCRATCH_VALUES = 16 << 10
 _tensor_copy = _lower.tensor_copy()  # None where the native call path is off
 _TORCH_CODE = {k: _lower.dtype_code(str(v).removeprefix("torch.")) for k, v in _TORCH.items()}
 
