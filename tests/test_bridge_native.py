@@ -325,6 +325,33 @@ class TestNative:
         lower.configure()
         assert lower.STATE.torch_ok and lower.STATE.numpy_ok
         assert set(lower.STATE.dtype_codes) >= {"float32", "float64", "int64", "bool", "any"}
+        # the Python path names the codes as C's table does
+        assert tuple(tensorffi._native.bridge_dtypes()) == lower._NAMES
+
+    def test_python_mirror_of_the_rule_agrees_with_c(self, rng):
+        """read_as_is (the Python path's reader where C cannot read tensors) accepts
+        exactly what bridge_read accepts, with the same address, size and kind."""
+        from tensorffi._bridge.arrays import read_as_is
+
+        x = torch.from_numpy(rng.standard_normal(12).astype(np.float32))
+        with torch.inference_mode():
+            inf = torch.ones(3)
+        shrunk = torch.ones(16)[4:]
+        shrunk.untyped_storage().resize_(20)
+        cases = [x, x.view(3, 4), x[::2], torch._neg_view(x), x.requires_grad_(False), torch.ones(2, dtype=torch.complex64).conj(),
+                 inf, torch.ones(3, requires_grad=True), shrunk, torch.ones(0), x.numpy(), np.ones(4, np.float32),
+                 np.ones(4, np.float32)[::2], np.frombuffer(b"abcd", np.uint8), np.ones(3, ">f4"), b"xy", None, 3]
+        read = tensorffi._native.bridge_read
+        for v in cases:
+            for dtype in ("float32", "any", "uint8"):
+                for written in (False, True):
+                    c = read(v, lower._NAMES.index(dtype), written, False)
+                    py = read_as_is(v, dtype, written, False)
+                    if isinstance(v, (bytes, np.ndarray)) and c is not None and py is None:
+                        continue  # C also takes bytes and NumPy views of bytes; Python hands them to prepare_array
+                    assert (c is None) == (py is None), (v, dtype, written, c, py)
+                    if c is not None:
+                        assert c[0] == py[0] and c[1] == py[1] and tuple(c[2]) == tuple(py[2]) and c[4] == py[4]
 
 
 def test_bridge_python_path_passes_the_bridge_tests():

@@ -319,6 +319,39 @@ def _prepare_ndarray(
     return Prepared(_numpy_address(a), a, a.shape, "numpy", None, storage)
 
 
+def read_as_is(v: Any, dtype: str, written: bool, grad_ok: bool) -> tuple[Any, ...] | None:
+    """The native path's rule for an argument C may use as it is (csrc/bridge_call.c,
+    ``tfb_read_array``), in Python, for where the C reader cannot read torch tensors (a
+    torch without the DLPack exchange API; ``TENSORFFI_BRIDGE=python``): ``(address,
+    nbytes, shape, holder, is_numpy)`` or None, like ``bridge_read``. None sends the
+    argument to :func:`prepare_array`, which explains the refusal or makes the copy."""
+    cls = type(v)
+    if cls is _Tensor or cls is torch.nn.Parameter:
+        try:
+            if (dtype != "any" and v.dtype is not TORCH_DTYPES[dtype]) or not v.is_cpu or v.is_nested \
+                    or not v.is_contiguous() or v.is_neg() or (v.is_complex() and v.is_conj()):
+                return None
+            if written and ((v.requires_grad and not grad_ok) or v.is_inference()):
+                return None
+            st = v.untyped_storage()
+            nbytes = v.nbytes
+            if nbytes and st.nbytes() < v.storage_offset() * v.element_size() + nbytes:
+                return None  # a storage resized under the tensor
+            return v.data_ptr(), nbytes, v.shape, st, False
+        except RuntimeError:  # (a sparse CSR tensor raises in is_contiguous())
+            return None
+    if cls is _ndarray and (v.dtype is NUMPY_DTYPES.get(dtype) or (
+            dtype == "any" and v.dtype.isnative and v.dtype.name in NUMPY_DTYPES)):
+        f = v.flags
+        if not (f.c_contiguous and f.aligned) or (written and not f.writeable):
+            return None
+        base = v.base
+        if base is not None and not (type(base) is _ndarray and base.base is None):
+            return None  # a view of torch memory is checked against its storage there
+        return _numpy_address(v), v.nbytes, v.shape, v, True
+    return None
+
+
 def _self_overlaps(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
     """Whether a view may have two elements sharing memory (strides and itemsize in the
     same unit). Exact for dense, strided (lda-style) and expanded views; conservative

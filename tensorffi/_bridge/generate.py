@@ -346,18 +346,15 @@ class _Gen:
 
     def emit_array_value(self, p: Param) -> None:
         """An array argument: the native path's reading where it takes it as it is
-        (csrc/bridge_call.c ``bridge_read``: the one place that rule is written), else the
-        general preparation, which explains the refusal or makes the copy the contract
-        allows. Either way, into _a (address), _k (what holds its memory for the call),
+        (csrc/bridge_call.c ``bridge_read``, or its Python mirror where C cannot read
+        tensors), else the general preparation, which explains the refusal or makes the
+        copy the contract allows. Either way, into _a (address), _k (what holds its memory for the call),
         _s (shape), _w (the tensor C writes), _n (NumPy?), _b (bytes)."""
         i, v = p.index, p.pyname
         # an operator's body may write tensors that require grad: the operator layer decided
         grad_writes_ok = self.mode == "kernel"
         prep = f"_a{i}, _k{i}, _s{i}, _w{i}, _n{i}, _b{i} = {self.preparer(p, grad_writes_ok)}({v})"
         read = _lower.reader()
-        if read is None:  # the native path is off: the general preparation only
-            self.emit(prep)
-            return
         code = _lower.dtype_code(p.dtype or "any")
         self.emit(f"_r{i} = {self.const(read, 'read')}({v}, {code}, {p.written}, {grad_writes_ok})")
         self.emit(f"if _r{i} is not None:")

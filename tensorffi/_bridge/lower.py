@@ -160,10 +160,14 @@ def describe() -> str:
 
 def reader() -> Any:
     """``read(obj, dtype code, written, grad_ok)``: the native path's reading of one
-    argument for the Python path (csrc/bridge_call.c ``bridge_read``), or None where the
-    native path is off."""
+    argument for the Python path (csrc/bridge_call.c ``bridge_read``), or its Python
+    mirror where C cannot read tensors (:func:`tensorffi._bridge.arrays.read_as_is`)."""
     configure()
-    return None if STATE.native is None else STATE.native.bridge_read
+    if STATE.native is not None and STATE.torch_ok and STATE.numpy_ok:
+        return STATE.native.bridge_read
+    from .arrays import read_as_is  # its Python mirror
+
+    return lambda v, code, written, grad_ok: read_as_is(v, _NAMES[code], written, grad_ok)
 
 
 def tensor_copy() -> Any:
@@ -186,10 +190,16 @@ def contents() -> Any:
     return _no_contents if STATE.native is None else STATE.native.bridge_contents
 
 
+#: element type names in the order of their codes (csrc/bridge_call.c's table; the
+#: Python path uses the same codes where the native path is off)
+_NAMES = ("any", "float16", "bfloat16", "float32", "float64", "complex64", "complex128", "int8", "uint8", "int16",
+          "uint16", "int32", "uint32", "int64", "uint64", "bool")
+
+
 def dtype_code(name: str) -> int:
-    """The native path's code of element type ``name`` ("float32"); -1 where it is off."""
+    """The code of element type ``name`` ("float32") in the native path's table."""
     configure()
-    return STATE.dtype_codes.get(name, -1)
+    return (STATE.dtype_codes or {n: i for i, n in enumerate(_NAMES)}).get(name, -1)
 
 
 # --------------------------------------------------------------------------- #
