@@ -42,7 +42,9 @@ arguments), ``scalars``, ``structs`` (strings, structs, handles), ``callbacks``,
   the C function may walk its own strides and read past a copy. Pass
   :func:`strided` to hand C a view's own pointer on purpose;
 * sizes against the contract's symbolic shapes; length arguments are filled in;
-  ``out`` arrays are allocated in the caller's kind (torch in, torch out);
+  ``out`` arrays are allocated in the caller's kind (torch in, torch out; the
+  native call allocates a tensor's memory itself and torch frees it: like
+  ``torch.from_numpy``'s, such a storage cannot be resized);
 * scalars against the range of their C type (``OverflowError``, also for a finite
   double that a C ``float`` cannot hold); a float (of any kind) for an integer
   parameter is a ``TypeError``, never truncated;

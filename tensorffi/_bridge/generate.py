@@ -320,6 +320,21 @@ class _Gen:
 
         return self.const(prep, "prep")
 
+    def emit_arrays(self, params: list[Param]) -> None:
+        """Prepare the given array parameters; an optional one may be None (absent)."""
+        for p in params:
+            if not p.optional:
+                self.emit_array(p)
+                continue
+            self.emit(f"if {p.pyname} is None:")
+            self.indent()
+            self.emit_absent(p)
+            self.dedent()
+            self.emit("else:")
+            self.indent()
+            self.emit_array(p)
+            self.dedent()
+
     def emit_array(self, p: Param) -> None:
         """Prepare array parameter ``p`` (named by its pyname) into _a/_k/_s/_w/_n/_b."""
         i, v = p.index, p.pyname
@@ -590,18 +605,7 @@ class _Gen:
         outs = [p for p in P if p.kind == "array" and p.role == "out"]
         array_var = {p.name: p.pyname for p in P if p.kind == "array"}
 
-        for p in inputs:
-            if p.optional:
-                self.emit(f"if {p.pyname} is None:")
-                self.indent()
-                self.emit_absent(p)
-                self.dedent()
-                self.emit("else:")
-                self.indent()
-                self.emit_array(p)
-                self.dedent()
-            else:
-                self.emit_array(p)
+        self.emit_arrays(inputs)
         products: list[tuple[Param, list[tuple[int, Dim]], bool]] = []
         for p in inputs:
             if p.shape is not None and not p.optional:
@@ -875,18 +879,7 @@ class _Gen:
         self.indent()
         self.init_symbols()
         arrays = [by_py[a.name] for a in tensors]
-        for p in arrays:
-            if p.optional:
-                self.emit(f"if {p.pyname} is None:")
-                self.indent()
-                self.emit_absent(p)
-                self.dedent()
-                self.emit("else:")
-                self.indent()
-                self.emit_array(p)
-                self.dedent()
-            else:
-                self.emit_array(p)
+        self.emit_arrays(arrays)
         fills = self.emit_sizes(arrays, args)
         empty = self.const(torch.empty, "empty")
         results = []
