@@ -28,6 +28,9 @@ max] over runs.
 
 ``--primitives`` also builds ``benchmarks/torch_reads.c`` and times, from C, each read of
 a torch tensor the bridge makes (the floor of a checked torch call on this machine).
+``--alternating`` times each call right after an untimed torch op (a 256x256 matmul on
+torch's threads), as in a training loop; ``--fresh`` runs the first calls of fresh
+processes (import included separately), for the compile()d ``f`` and raw cffi.
 """
 from __future__ import annotations
 
@@ -44,6 +47,7 @@ import platform  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
+import time  # noqa: E402
 import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, Callable  # noqa: E402
@@ -189,11 +193,61 @@ def primitives(work: Path, runs: int) -> list[tuple[str, float]]:
     return [(name, statistics.median(ts)) for name, ts in zip(PRIMITIVES, times)]
 
 
+def alternating(fns: dict[str, Callable[[], Any]], calls: int) -> dict[str, float]:
+    """Median seconds of each function's call right after an untimed 256x256 matmul."""
+    a = torch.randn(256, 256)
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(calls):
+        for k, f in fns.items():
+            a @ a
+            t0 = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+FRESH = r"""
+import sys, time, importlib.util
+t0 = time.perf_counter()
+import torch, tensorffi
+t1 = time.perf_counter()
+x = torch.zeros(16)
+if sys.argv[1] == "ours":
+    f = tensorffi.compile("bridge_bench", sys.argv[3], source=sys.argv[4], contracts={"f": "x: [n]"},
+                          cache=sys.argv[2]).f
+    call = lambda: f(x)
+else:
+    spec = importlib.util.spec_from_file_location("_bridge_bench_raw", sys.argv[2])
+    raw = importlib.util.module_from_spec(spec); spec.loader.exec_module(raw)
+    rf, cast = raw.lib.f, raw.ffi.cast
+    call = lambda: rf(cast("float *", x.data_ptr()), 16)
+ts = []
+for _ in range(10):
+    a = time.perf_counter(); call(); ts.append(time.perf_counter() - a)
+print(t1 - t0, ts[0], sorted(ts[1:])[4])
+"""
+
+
+def fresh(work: Path, runs: int) -> dict[str, list[float]]:
+    """(import s, first call s, median of calls 2-10 s) of fresh processes, medians over runs."""
+    raw_so = next(work.glob("_bridge_bench_raw*.so"))
+    out: dict[str, list[list[float]]] = {"ours": [], "raw": []}
+    for _ in range(runs):
+        for who in out:
+            argv = [sys.executable, "-c", FRESH, who] + ([str(work / "cache"), CDEF, C_SOURCE] if who == "ours"
+                                                          else [str(raw_so)])
+            res = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=str(work))
+            out[who].append([float(v) for v in res.stdout.split()])
+    return {k: [statistics.median(r[i] for r in v) for i in range(3)] for k, v in out.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples")
     parser.add_argument("--runs", type=int, default=5, help="measure every case this many times (default 5)")
     parser.add_argument("--primitives", action="store_true", help="also time each torch read from C")
+    parser.add_argument("--alternating", action="store_true", help="also each call right after a torch op")
+    parser.add_argument("--fresh", action="store_true", help="also the first calls of fresh processes")
     args = parser.parse_args(argv)
     samples = 9 if args.quick else 31
     warnings.filterwarnings("ignore")
@@ -204,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
             for i, (_, fns, _) in enumerate(todo):
                 results[i].append(interleaved(fns, samples))
         prims = primitives(Path(tmp), args.runs) if args.primitives else []
+        alt = [(label, alternating(fns, 2000)) for label, fns, _ in todo] if args.alternating else []
+        first = fresh(Path(tmp), args.runs) if args.fresh else {}
     load = os.getloadavg()
     info = tensorffi.info()
     print("## The bridge's call (issue 19)\n")
@@ -221,6 +277,18 @@ def main(argv: list[str] | None = None) -> int:
             mark = "" if statistics.median(ratios) <= floor else " (missed)"
             print(f"| {label} | {fmt(ours)} | {peer} | {fmt(statistics.median(r[peer] for r in res))} | "
                   f"{statistics.median(ratios):.2f}x [{min(ratios):.2f}, {max(ratios):.2f}] | ≤ {floor:g}x{mark} |")
+    if alt:
+        print("\n| case, each call right after a 256x256 matmul | tensorffi µs | peer | peer µs | ratio |")
+        print("|---|---:|---|---:|---:|")
+        for label, res in alt:
+            for peer in (k for k in res if k != "ours"):
+                print(f"| {label} | {fmt(res['ours'])} | {peer} | {fmt(res[peer])} | {res['ours'] / res[peer]:.2f}x |")
+    if first:
+        print("\n| fresh process, torch x: [n] | import torch + tensorffi s | first call µs | calls 2-10 µs (median) |")
+        print("|---|---:|---:|---:|")
+        for who, name in (("ours", "tensorffi compile() (cached)"), ("raw", "raw cffi")):
+            imp, one, rest = first[who]
+            print(f"| {name} | {imp:.2f} | {one * 1e6:.1f} | {rest * 1e6:.2f} |")
     if prims:
         print("\n| read of a torch tensor, from C (benchmarks/torch_reads.c) | ns |")
         print("|---|---:|")
