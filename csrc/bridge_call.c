@@ -160,7 +160,7 @@ static struct {
 /* The lowered description of one function (see lower.py for the encoding)   */
 /* ------------------------------------------------------------------------ */
 
-#define TFB_VERSION 2
+#define TFB_VERSION 3
 #define TFB_MAX_HIDDEN 8
 #define TFB_MAX_PARAMS 32
 #define TFB_MAX_SYMS 32
@@ -188,6 +188,7 @@ typedef struct {
     int input; /* where the caller passes it (index into the inputs) */
     /* arrays */
     int dtype, role, optional, rank; /* rank -1: no shape in the contract */
+    int min_len;                     /* an integer parameter C takes as its length (-1: none) */
     tfb_dim dims[TFB_MAX_RANK];
     /* integers */
     int is_unsigned;
@@ -871,6 +872,17 @@ static PyObject *nc_vectorcall(PyObject *callable, PyObject *const *args, size_t
         }
     }
 
+    /* 7b. lengths C takes from an integer argument: the array must hold that many */
+    for (int i = 0; i < self->nparams; i++) {
+        const tfb_param *p = &self->params[i];
+        if (p->kind != TFB_ARRAY || p->min_len < 0 || !arr[i].present)
+            continue;
+        const tfb_param *q = &self->params[p->min_len];
+        int64_t have = arr[i].nbytes / tfb_dtypes[p->dtype].itemsize;
+        if (q->is_unsigned ? slot[p->min_len].u > (uint64_t)have : slot[p->min_len].i > have)
+            goto fallback; /* the Python path raises the ShapeError */
+    }
+
     /* 8. outputs, in the kind of the first array argument given (torch by default) */
     int numpy_kind = 0;
     for (int i = 0; i < self->nparams; i++)
@@ -1085,11 +1097,14 @@ static int tfb_decode(NativeCall *self, const int64_t *w, Py_ssize_t n) {
         p->input = (int)input;
         p->sym = p->alias = -1;
         if (p->kind == TFB_ARRAY) {
-            if (at + 4 > n)
+            if (at + 5 > n)
                 return 0;
-            int64_t dt = w[at++], role = w[at++], opt = w[at++], rank = w[at++];
+            int64_t dt = w[at++], role = w[at++], opt = w[at++], rank = w[at++], min_len = w[at++];
             if (dt < 0 || dt >= TFB_NDTYPES || role < TFB_IN || role > TFB_INOUT || rank < -1 || rank > TFB_MAX_RANK)
                 return 0;
+            if (min_len < -1 || min_len >= np_)
+                return 0;
+            p->min_len = (int)min_len;
             if (role == TFB_OUT && (dt == 0 || rank < 0))
                 return 0;
             p->dtype = (int)dt;
@@ -1145,6 +1160,10 @@ static int tfb_decode(NativeCall *self, const int64_t *w, Py_ssize_t n) {
             return 0;
         self->hidden_input[k] = (int)w[at++];
     }
+    for (int i = 0; i < self->nparams; i++) /* a length C takes names an integer */
+        if (self->params[i].kind == TFB_ARRAY && self->params[i].min_len >= 0 &&
+            self->params[self->params[i].min_len].kind != TFB_INT)
+            return 0;
     for (int i = 0; i < self->nparams; i++) /* a numel fill names an array */
         if (self->params[i].kind == TFB_INT && self->params[i].fill == TFB_FILL_NUMEL &&
             self->params[self->params[i].fill_numel].kind != TFB_ARRAY)

@@ -73,6 +73,8 @@ def _role_rows(plan: Any) -> list[tuple[str, str, str, str]]:
                 what += ", or None (NULL)"
             if p.keep_until:
                 what += f", kept by C while '{p.keep_until}' lives"
+            if p.min_len:
+                what += f", at least '{p.min_len}' elements (inferred from the names)"
         elif p.kind == "handle_out":
             role, what = "out", f"a tensorffi.Handle, returned (closed by {p.destroy})"
         elif p.kind == "callback":
@@ -91,6 +93,8 @@ def _role_rows(plan: Any) -> list[tuple[str, str, str, str]]:
             role, what = "in", "str or bytes" + (", or None" if p.optional else "")
         elif p.kind == "struct":
             role, what = "struct", "lib.struct(...) or a tensorffi.Handle" + (", or None" if p.optional else "")
+            if p.closes:
+                what += "; a Handle passed here is closed (this is its destructor)"
         else:
             role, what = "raw", "passed to cffi as is"
         rows.append((p.name, p.ctype, role, what))

@@ -95,6 +95,7 @@ class BoundFunction:
         native: bool = False,
         trampoline: int | None = None,
         keepalive: Any = None,
+        destructor: bool = False,
     ) -> None:
         self.ffi = ffi
         self.cfunc = cfunc
@@ -107,7 +108,8 @@ class BoundFunction:
         self.trampoline = trampoline
         self.keepalive = keepalive  # what keeps the trampoline's code loaded
         self.plan = build_plan(
-            ffi, decl, contract, name=name, default_returns=default_returns, pointers_as_int=pointers_as_int
+            ffi, decl, contract, name=name, default_returns=default_returns, pointers_as_int=pointers_as_int,
+            destructor=destructor,
         )
         self._message_fn = self.library_function(self.plan.status_message, "return: status(...)")
         self.name = self.plan.name

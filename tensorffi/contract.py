@@ -49,6 +49,10 @@ C that outlives the call (see :mod:`tensorffi.handles`):
     could be resized or freed meanwhile (use :func:`tensorffi.buffer`).
 ``NAME: release``
     a kept array passed here is given back: the bridge stops holding it.
+``NAME: unsized``
+    pointer parameter ``NAME`` has no length the bridge can check: it turns off the
+    check inferred from the declaration's names (``float *data, int size``: ``data``
+    must hold at least ``size`` elements; see :func:`tensorffi.plan.build_plan`).
 ``H: acquire``
     after this call, arrays kept by handle ``H`` that C writes may hold new data:
     their autograd version counters are bumped (a "wait" or "acquire" call).
@@ -83,7 +87,7 @@ _FILL = re.compile(rf"^({_IDENT})\s*=\s*(.+)$")
 _RETURN = re.compile(r"^(?:return|->)\s*:?\s*(\w+)\s*(?:\(\s*([A-Za-z_]\w*)\s*\))?$")
 _KEEP = re.compile(rf"^({_IDENT})\s*:\s*keep\s*\[(.*)\]\s*until\s+({_IDENT})$")
 _HANDLE_OUT = re.compile(rf"^({_IDENT})\s*:\s*(?:out\s+)?handle\s*\(\s*({_IDENT})\s*\)$")
-_MARK = re.compile(rf"^({_IDENT})\s*:\s*(release|acquire)$")
+_MARK = re.compile(rf"^({_IDENT})\s*:\s*(release|acquire|unsized)$")
 _CALLBACK = re.compile(rf"^({_IDENT})\s*:\s*callback\s*\((.*)\)\s*(?:until\s+({_IDENT}))?$")
 
 
@@ -143,11 +147,12 @@ class Contract:
     callbacks: dict[str, CallbackSpec] = field(default_factory=dict)
     releases: set[str] = field(default_factory=set)
     acquires: set[str] = field(default_factory=set)
+    unsized: set[str] = field(default_factory=set)  # no inferred length check for these arrays
 
     def named(self) -> set[str]:
         """Every parameter name the contract mentions."""
         return (set(self.arrays) | set(self.fills) | set(self.handle_outs) | set(self.callbacks)
-                | self.releases | self.acquires)
+                | self.releases | self.acquires | self.unsized)
 
     @property
     def symbols(self) -> set[str]:
@@ -258,7 +263,8 @@ def parse_contract(text: str | None) -> Contract:
             continue
         m = _MARK.match(clause)
         if m:
-            (contract.releases if m.group(2) == "release" else contract.acquires).add(m.group(1))
+            {"release": contract.releases, "acquire": contract.acquires, "unsized": contract.unsized}[m.group(2)].add(
+                m.group(1))
             continue
         m = _CALLBACK.match(clause)
         if m:
@@ -293,7 +299,7 @@ def parse_contract(text: str | None) -> Contract:
         raise ContractError(
             f"{where}: expected 'NAME: [dims]', 'NAME: out [dims]', 'NAME: ?', 'PARAM = EXPR', 'return: status', "
             f"'NAME: keep [dims] until H', 'NAME: out handle(DESTROY)', 'NAME: callback(...)', 'NAME: release' "
-            f"or 'NAME: acquire'"
+            f"'NAME: acquire' or 'NAME: unsized'"
         )
     return contract
 

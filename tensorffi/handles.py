@@ -14,13 +14,28 @@ lists and pointer arithmetic:
   (from another thread, or a callback) finishes first: the destructor runs when
   the last such call returns;
 * arrays that C keeps after a call (``buf: keep [n] until dev``) are held while
-  the handle lives, and must live in memory that cannot be resized or freed
-  meanwhile: :func:`buffer` allocates such memory (an ordinary tensor's storage
-  can be resized, so it is refused);
+  the handle lives, and must live in memory the bridge can prove will not move or
+  be freed meanwhile: memory allocated by :func:`buffer` (a tensor, a NumPy array,
+  or any view into it). Everything else is refused with a
+  :class:`~tensorffi.LayoutError` naming the argument: an ordinary tensor (its
+  storage can be resized), ``torch.frombuffer`` of a ``bytearray`` (``extend()``
+  moves it), ``torch.from_numpy`` of an array or a NumPy array that owns its data
+  (``ndarray.resize(refcheck=False)`` frees it), shared memory (torch may move
+  it). The handle holds the :func:`buffer` block itself, not only the tensor: if
+  torch swaps the tensor's memory (``share_memory_()``, ``set_()``), C still writes
+  live memory, and the next ``acquire`` call that takes the handle raises a
+  :class:`~tensorffi.LayoutError` instead of leaving the tensor without C's data;
+* every registration is counted: the same buffer registered twice is held twice,
+  a registration that C refuses (an error status) releases only what that call
+  added, and ``release`` gives back one registration;
 * Python callables passed for function pointers (``cb: callback(...) until dev``)
-  stay alive while the handle lives; they may be called from any C thread, and an
-  exception they raise is stored and raised at the next call that takes the handle,
-  or by :meth:`Handle.close`.
+  stay alive while the handle lives — every one registered, not only the last
+  (C APIs that keep a list of listeners call each); they may be called from any C
+  thread, and an exception they raise is stored and raised at the next call that
+  takes the handle, or by :meth:`Handle.close`;
+* the destructor named in ``handle(DESTROY)``, called directly on the handle
+  (``lib.DESTROY(h)``), closes the handle (the destructor runs once; later uses are
+  a :class:`~tensorffi.HandleClosedError`).
 
 >>> import tensorffi
 >>> b = tensorffi.buffer((2, 3))
@@ -39,7 +54,7 @@ import cffi
 import numpy as np
 import torch
 
-from .errors import ArgumentTypeError, HandleClosedError, NativeError
+from .errors import ArgumentTypeError, HandleClosedError, LayoutError, NativeError
 
 _FFI = cffi.FFI()
 
@@ -49,8 +64,8 @@ __all__ = ["Handle", "buffer"]
 class _State:
     """What a handle and its finalizer share (nothing refers back to the Handle)."""
 
-    __slots__ = ("ptr", "ctype", "name", "destroy", "lock", "users", "closed", "destroyed", "kept", "errors",
-                 "check_status")
+    __slots__ = ("ptr", "ctype", "name", "destroy", "lock", "users", "closed", "destroyed", "kept", "tokens",
+                 "errors", "check_status")
 
     def __init__(self, ptr: Any, ctype: Any, name: str, destroy: Callable[[Any], Any],
                  check_status: Callable[[Any], None] | None) -> None:
@@ -62,7 +77,9 @@ class _State:
         self.users = 0
         self.closed = False
         self.destroyed = False
-        self.kept: dict[Any, Any] = {}  # what C keeps (buffers, callbacks) -> held until destroyed
+        # what C keeps (buffers, callbacks), one entry per registration: token -> (key, held)
+        self.kept: dict[int, tuple[Any, Any]] = {}
+        self.tokens = 0
         self.errors: list[BaseException] = []  # raised by callbacks, waiting for the next call
         self.check_status = check_status
 
@@ -89,20 +106,41 @@ class _State:
         if last:
             self._destroy(raise_errors=False)
 
-    def hold(self, key: Any, obj: Any) -> None:
+    def hold(self, key: Any, obj: Any) -> int:
+        """Hold ``obj`` for one registration under ``key`` (an address, a callback's
+        parameter); returns the registration's token."""
         with self.lock:
-            self.kept[key] = obj
+            self.tokens += 1
+            self.kept[self.tokens] = (key, obj)
+            return self.tokens
+
+    def drop(self, token: int) -> None:
+        """Forget one registration (C refused it: it keeps nothing of that call)."""
+        with self.lock:
+            self.kept.pop(token, None)
 
     def release(self, key: Any) -> None:
+        """C gave back one registration under ``key`` (the latest)."""
         with self.lock:
-            self.kept.pop(key, None)
+            for token in reversed(list(self.kept)):
+                if self.kept[token][0] == key:
+                    del self.kept[token]
+                    return
+
+    def kept_arrays(self) -> list[Kept]:
+        with self.lock:
+            return [obj for _, obj in self.kept.values() if isinstance(obj, Kept)]
 
     def written_kept(self) -> list[torch.Tensor]:
         """The tensors this handle keeps that C writes (their version counters are
         bumped when a declared "acquire" call returns)."""
-        with self.lock:
-            return [obj[0] for obj in self.kept.values()
-                    if isinstance(obj, tuple) and len(obj) == 3 and obj[2] and isinstance(obj[0], torch.Tensor)]
+        return [k.value for k in self.kept_arrays() if k.written and isinstance(k.value, torch.Tensor)]
+
+    def check_kept(self, where: str) -> None:
+        """Before an "acquire" call: every kept tensor still addresses the memory C
+        writes (torch can swap a storage's memory: ``share_memory_()``, ``set_()``)."""
+        for k in self.kept_arrays():
+            k.check(where)
 
     def store_error(self, exc: BaseException) -> None:
         with self.lock:
@@ -229,8 +267,10 @@ class Handle:
 def buffer(shape: Any, dtype: Any = torch.float32, *, pin: bool = False, like: str = "torch") -> Any:
     """A zeroed, page-aligned buffer that C may keep between calls.
 
-    Its storage cannot be resized (the bridge refuses ordinary tensors for arrays C
-    keeps: their storage can be resized or freed while C still writes). ``pin=True``
+    Its memory is a block the bridge allocated and can recognise, so it is the memory
+    C may keep (``keep [n] until H``): its storage cannot be resized, a NumPy view of
+    it does not own its data (``resize`` is refused), and a handle that keeps it holds
+    the block itself. ``pin=True``
     locks the pages in RAM (``mlock``; a :class:`~tensorffi.NativeError` if the
     system refuses, e.g. over ``ulimit -l``). ``like="numpy"`` returns a NumPy array.
 
@@ -246,7 +286,9 @@ def buffer(shape: Any, dtype: Any = torch.float32, *, pin: bool = False, like: s
     nbytes = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
     if nbytes:
         mm = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        arr = np.frombuffer(mm, dtype=np_dtype).reshape(shape)
+        root = np.frombuffer(mm, dtype=np_dtype)
+        _register_block(root)  # every view (NumPy collapses bases to it) and tensor of it keeps it alive
+        arr = root.reshape(shape)
         if pin:
             libc = ctypes.CDLL(None, use_errno=True)
             addr = arr.__array_interface__["data"][0]
@@ -267,9 +309,84 @@ def buffer(shape: Any, dtype: Any = torch.float32, *, pin: bool = False, like: s
         return torch.from_numpy(arr)
 
 
-def is_resizable(value: Any) -> bool:
-    """Whether the memory of ``value`` could be resized or freed while C keeps it."""
+# --------------------------------------------------------------------------- #
+# Memory C may keep: blocks allocated by buffer()                              #
+# --------------------------------------------------------------------------- #
+
+_BLOCKS: dict[int, tuple[int, "weakref.ref[np.ndarray]"]] = {}  # start -> (end, the block's array)
+_BLOCKS_LOCK = threading.Lock()
+
+
+def _register_block(arr: np.ndarray) -> None:
+    start = int(arr.__array_interface__["data"][0])
+
+    def gone(_: Any, start: int = start) -> None:
+        with _BLOCKS_LOCK:
+            entry = _BLOCKS.get(start)
+            if entry is not None and entry[1]() is None:
+                del _BLOCKS[start]
+
+    with _BLOCKS_LOCK:
+        _BLOCKS[start] = (start + arr.nbytes, weakref.ref(arr, gone))
+
+
+def _block_of(addr: int, nbytes: int) -> np.ndarray | None:
+    """The live :func:`buffer` block holding bytes [addr, addr + nbytes), if any."""
+    with _BLOCKS_LOCK:
+        for start, (end, ref) in _BLOCKS.items():
+            if start <= addr and addr + nbytes <= end:
+                return ref()
+    return None
+
+
+class Kept:
+    """One array C keeps: the value the caller passed, and the :func:`buffer` block
+    whose memory C writes (held, so C never writes freed memory)."""
+
+    __slots__ = ("value", "block", "address", "written", "where")
+
+    def __init__(self, value: Any, block: Any, address: int, written: bool, where: str) -> None:
+        self.value, self.block, self.address, self.written, self.where = value, block, address, written, where
+
+    def check(self, where: str) -> None:
+        v = self.value
+        if isinstance(v, torch.Tensor) and v.numel() and v.data_ptr() != self.address:
+            raise LayoutError(
+                f"{where}: the tensor passed as {self.where} no longer holds the memory C writes (its storage was "
+                f"moved, e.g. by share_memory_() or set_(), after C kept it); C still writes the original "
+                f"tensorffi.buffer memory, which the handle holds. Keep the buffer as it is while C keeps it"
+            )
+
+
+def kept_block(value: Any, address: int, where: str) -> Any:
+    """What a handle must hold for an array C keeps: the :func:`buffer` block it lies
+    in; anything else is refused, saying why its memory could move."""
     if isinstance(value, torch.Tensor):
-        return bool(value.untyped_storage().resizable())
-    return False
+        nbytes = value.numel() * value.element_size()
+    elif isinstance(value, np.ndarray):
+        nbytes = value.nbytes
+    else:
+        raise ArgumentTypeError(f"{where}: C keeps this array after the call: pass a tensorffi.buffer(...)")
+    if nbytes == 0:
+        return value  # no memory for C to write
+    block = _block_of(address, nbytes)
+    if block is not None:
+        return block
+    if isinstance(value, torch.Tensor):
+        st = value.untyped_storage()
+        if st.resizable():
+            why = "an ordinary tensor's storage can be resized or freed"
+        elif st.is_shared():
+            why = "shared memory can be moved by torch"
+        else:
+            why = ("its memory belongs to another object (a bytearray can be extended, an array that owns its "
+                   "data resized), which can move or free it")
+    else:
+        why = ("a NumPy array that owns its data can be resized (ndarray.resize) and freed" if value.flags.owndata
+               else "its memory belongs to another object, which can move or free it")
+    raise LayoutError(
+        f"{where}: C keeps this array after the call, so it must live in memory that cannot move or be freed "
+        f"while C holds it, and {why}. Allocate it with tensorffi.buffer(shape, dtype) "
+        f"(like='numpy' for a NumPy array)"
+    )
 

@@ -71,6 +71,11 @@ class Library:
                 f"{', '.join(declared[:12]) or 'none'}{', ...' if len(declared) > 12 else ''}); "
                 f"check the spelling, and that the function is not static"
             )
+        # destructors named in handle(...): called directly on a Handle, they close it
+        self._destructors: set[str] = set()
+        for text in self._contracts.values():
+            c = parse_contract(text)
+            self._destructors.update(d for d in (c.returns_handle, *c.handle_outs.values()) if d)
         for name in decls.functions:
             if not name.startswith(SHIM_PREFIX):
                 self._bind(name)
@@ -95,6 +100,7 @@ class Library:
             native=self._native,
             trampoline=trampoline_address(self.ffi, self.raw, name) if self._trampolines else None,
             keepalive=self.raw,
+            destructor=name in self._destructors,
         ).call
         _display.decorate(bound)  # attributes for help() and notebooks; the call is unchanged
         self._bound[name] = bound

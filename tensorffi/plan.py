@@ -19,6 +19,7 @@ Nothing else interprets a contract.
 from __future__ import annotations
 
 import keyword
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +60,8 @@ class Param:
     release: bool = False  # arrays: a kept array given back (the bridge stops holding it)
     acquire: bool = False  # handle parameters: C may have written the arrays this handle keeps
     destroy: str | None = None  # handle_out: the destructor's name
+    closes: bool = False  # a handle parameter of a destructor: a Handle passed here is closed
+    min_len: str | None = None  # arrays: an integer parameter C takes as its length (inferred lower bound)
     callback: CallbackSpec | None = None  # callback: how its arguments become tensors
     signature: CFunction | None = None  # callback: the function pointer's parameters and result
 
@@ -134,6 +137,9 @@ class Plan:
                     what += " (allocated and returned)"
                 if p.keep_until:
                     what += f", kept by C while '{p.keep_until}' lives"
+                if p.min_len:
+                    what += (f", holds at least '{p.min_len}' elements (inferred from the names; "
+                             f"'{p.name}: [dims]' or '{p.name}: unsized' in the contract instead)")
             elif p.kind == "handle_out":
                 what = f"out handle (closed by {p.destroy})"
             elif p.kind == "callback":
@@ -178,8 +184,12 @@ def build_plan(
     name: str | None = None,
     default_returns: str = "value",
     pointers_as_int: bool = False,
+    destructor: bool = False,
 ) -> Plan:
-    """Compile ``decl`` and ``contract`` into a validated :class:`Plan`."""
+    """Compile ``decl`` and ``contract`` into a validated :class:`Plan`.
+
+    ``destructor``: the function is named in some ``handle(...)`` of its library, so
+    its handle parameter closes a Handle passed to it (the destructor runs once)."""
     fname = name or decl.name
     if decl.variadic:
         raise ContractError(f"{fname}: variadic functions cannot be bound safely")
@@ -189,7 +199,8 @@ def build_plan(
         return ContractError(f"{fname}: {msg}{where}")
 
     names = {p.name for p in decl.params}
-    for key in sorted(set(contract.handle_outs) | set(contract.callbacks) | contract.releases | contract.acquires):
+    for key in sorted(set(contract.handle_outs) | set(contract.callbacks) | contract.releases | contract.acquires
+                      | contract.unsized):
         if key not in names:
             raise fail(f"the contract names '{key}', which is not a parameter of {decl.text}")
     for key, spec in contract.arrays.items():
@@ -301,11 +312,34 @@ def build_plan(
             handle_param(p.keep_until, p.clause)
         if p.kind == "callback" and p.callback is not None and p.callback.until is not None:
             handle_param(p.callback.until, p.clause)
-    for name in contract.releases:
+    def handle_like(q: Param) -> bool:
+        return q.kind == "struct" or (q.kind == "array" and q.dtype == "any" and q.shape is None)
+
+    for name in sorted(contract.releases):
         p = by_name[name]
         if p.kind != "array":
             raise fail(f"'{name}: release' needs an array parameter, not {p.ctype}")
+        if p.keep_until is not None:
+            raise fail(f"'{name}' is both kept and released by the same call")
+        if not any(handle_like(q) and q is not p for q in params):
+            raise fail(f"'{name}: release' gives a kept array back to a handle, but {fname} has no handle parameter")
         p.release = True
+    for p in params:
+        if p.kind == "callback" and p.callback is not None and p.callback.until is not None:
+            if by_name[p.callback.until].optional:
+                raise fail(f"the callback lives as long as '{p.callback.until}', which cannot then be optional",
+                           p.clause)
+        if p.keep_until is not None and by_name[p.keep_until].optional:
+            raise fail(f"C keeps '{p.name}' while '{p.keep_until}' lives, which cannot then be optional", p.clause)
+    for name in sorted(contract.unsized):
+        p = by_name[name]
+        if p.kind != "array" or p.shape is not None:
+            raise fail(f"'{name}: unsized' needs a pointer parameter without a shape, not {p.ctype}")
+    if destructor:
+        for q in params:
+            if handle_like(q):
+                q.closes = True
+                break
     for name in contract.acquires:
         handle_param(name, f"{name}: acquire").acquire = True
 
@@ -321,6 +355,15 @@ def build_plan(
             raise fail(f"numel({f.numel_of}) of an optional array (it may be None)", f.clause)
         if src.shape is None and src.role == "out":
             raise fail(f"numel({f.numel_of}) of an out array without a shape", f.clause)
+
+    for p in params:
+        f = p.fill
+        if f is not None and f.dim is not None and not f.dim.symbols and p.int_range is not None:
+            lo, hi = p.int_range
+            if not lo <= f.dim.factor <= hi:
+                raise fail(f"'{p.name}' ({p.ctype}) cannot hold {f.dim.factor}: it must be in [{lo}, {hi}]", f.clause)
+
+    _infer_lengths(params, contract)
 
     input_bound: set[str] = set()
     for p in params:
@@ -412,12 +455,62 @@ def build_plan(
     )
 
 
+#: what a callback's C result can hold, for its 'error=' value
+_ERROR_RANGES = {
+    "_Bool": (0, 1), "bool": (0, 1), "char": (-128, 127), "signed char": (-128, 127), "unsigned char": (0, 255),
+    "short": (-(1 << 15), (1 << 15) - 1), "unsigned short": (0, (1 << 16) - 1),
+    "int": (-(1 << 31), (1 << 31) - 1), "unsigned int": (0, (1 << 32) - 1), "unsigned": (0, (1 << 32) - 1),
+    "long": (-(1 << 63), (1 << 63) - 1), "unsigned long": (0, (1 << 64) - 1),
+    "long long": (-(1 << 63), (1 << 63) - 1), "unsigned long long": (0, (1 << 64) - 1),
+    "int8_t": (-128, 127), "uint8_t": (0, 255), "int16_t": (-(1 << 15), (1 << 15) - 1), "uint16_t": (0, (1 << 16) - 1),
+    "int32_t": (-(1 << 31), (1 << 31) - 1), "uint32_t": (0, (1 << 32) - 1),
+    "int64_t": (-(1 << 63), (1 << 63) - 1), "uint64_t": (0, (1 << 64) - 1),
+    "size_t": (0, (1 << 64) - 1), "ssize_t": (-(1 << 63), (1 << 63) - 1), "ptrdiff_t": (-(1 << 63), (1 << 63) - 1),
+    "intptr_t": (-(1 << 63), (1 << 63) - 1), "uintptr_t": (0, (1 << 64) - 1),
+}
+
+#: integer parameter names that say "the length of the pointer before me"
+_LENGTH_NAME = re.compile(
+    r"(?:n|len|length|size|count|num|numel|nelem|nelems|nitems|nel|cnt)"
+    r"|(?:n|num)_\w+|\w+_(?:len|length|size|count|n|num|numel)", re.IGNORECASE)
+
+
+def _infer_lengths(params: list[Param], contract: Contract) -> None:
+    """``float *data, int size``: C takes ``size`` as the length of ``data``. Check by
+    default that the array holds at least that many elements (a lower bound: a larger
+    array is fine), for every array without a shape before the first integer parameter
+    named like a length (``n``, ``len``, ``size``, ``count``, ``num_*``, ``*_len``,
+    ``*_size``...). ``void *`` is left alone (its length may be in bytes, or it may be
+    a handle); a shape in the contract, or ``NAME: unsized``, replaces the rule."""
+    waiting: list[Param] = []
+    for p in params:
+        if p.kind == "array":
+            if (p.shape is None and p.dtype not in (None, "any") and p.role != "out" and p.keep_until is None
+                    and not p.release and p.name not in contract.unsized):
+                waiting.append(p)
+            continue
+        if p.kind == "scalar" and p.scalar == "int" and _LENGTH_NAME.fullmatch(p.name):
+            if p.fill is None and not p.is_symbol:
+                for q in waiting:
+                    q.min_len = p.name
+            waiting = []
+
+
 def _check_callback(fail: Any, p: Param) -> None:
     """A callback's array arguments must be pointers of the function pointer's
     signature, and their sizes its integer arguments."""
     spec, sig = p.callback, p.signature
     assert spec is not None and sig is not None
     by = {q.name: q for q in sig.params}
+    res = sig.result
+    if res.text == "void" or not (res.is_integer and res.pointer_depth == 0):
+        if spec.error != 0:
+            raise fail(f"callback '{p.name}' returns {res.text}: 'error={spec.error}' has nowhere to go", spec.clause)
+    else:
+        lo, hi = _ERROR_RANGES.get(res.resolved, (-(1 << 31), (1 << 31) - 1))
+        if not lo <= spec.error <= hi:
+            raise fail(f"callback '{p.name}' returns {res.text}: 'error={spec.error}' must be in [{lo}, {hi}]",
+                       spec.clause)
     for arg, shape in spec.arrays.items():
         q = by.get(arg)
         if q is None:

@@ -139,16 +139,30 @@ def test_handles_cannot_be_pickled(sdk):
 # --------------------------------------------------------------------------- #
 
 
-def test_resizable_tensors_are_refused_for_kept_buffers(sdk):
+def test_only_buffer_memory_may_be_kept(sdk):
+    """C keeps only memory nothing can move or free: tensorffi.buffer blocks (torch,
+    NumPy, views into them). Every owner that can move its memory is refused."""
+    movable = {
+        "an ordinary tensor": torch.zeros(8),
+        "torch.frombuffer(bytearray)": torch.frombuffer(bytearray(32), dtype=torch.float32),
+        "torch.from_numpy(array)": torch.from_numpy(np.zeros(8, np.float32)),
+        "a NumPy array": np.zeros(8, np.float32),
+        "a shared-memory tensor": torch.zeros(8).share_memory_(),
+        "a view of a NumPy array": np.zeros(16, np.float32)[4:12],
+    }
     with sdk.simsdk_open("sim0") as dev:
         sdk.simsdk_configure(dev, 8, 0.0, 0)
-        t = torch.zeros(8)
-        with pytest.raises(LayoutError, match="tensorffi.buffer"):
-            sdk.simsdk_register_buffer(dev, t)
-        sdk.simsdk_register_buffer(dev, torch.from_numpy(np.zeros(8, np.float32)))  # not resizable: fine
-        sdk.simsdk_register_buffer(dev, np.zeros(8, np.float32))  # a NumPy array: fine
+        for what, value in movable.items():
+            with pytest.raises(LayoutError, match="argument 'buf'.*cannot move.*tensorffi.buffer"):
+                sdk.simsdk_register_buffer(dev, value)
+        sdk.simsdk_register_buffer(dev, tensorffi.buffer(8))
+        sdk.simsdk_register_buffer(dev, tensorffi.buffer(8, like="numpy"))
+        sdk.simsdk_register_buffer(dev, tensorffi.buffer(24)[8:16])  # a view into a block
+        sdk.simsdk_register_buffer(dev, torch.from_numpy(tensorffi.buffer((2, 8), like="numpy")[1]))
         with pytest.raises(LayoutError, match="contiguous"):
             sdk.simsdk_register_buffer(dev, tensorffi.buffer(16)[::2])  # never a hidden copy
+        with pytest.raises(ValueError, match="does not own its data"):
+            tensorffi.buffer(8, like="numpy").resize(100, refcheck=False)  # cannot free it under C
 
 
 def test_kept_buffers_live_as_long_as_the_handle(sdk):

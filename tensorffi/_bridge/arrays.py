@@ -368,20 +368,3 @@ def _self_overlaps(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: i
             return True
         extent = stride * (n - 1) + extent
     return False
-
-
-
-def _check_kept(value: Any, where: str) -> None:
-    """An array C keeps after the call must live in memory that cannot be resized or
-    freed while C holds it."""
-    obj = value.obj if isinstance(value, strided) else value
-    if isinstance(obj, _Tensor) and obj.untyped_storage().resizable():
-        raise LayoutError(
-            f"{where}: C keeps this array after the call, but the tensor's storage can be resized "
-            f"or freed meanwhile (an ordinary tensor's can). Allocate it with tensorffi.buffer(shape, dtype) "
-            f"(or torch.from_numpy of an array you keep)"
-        )
-    if not isinstance(obj, (_Tensor, _ndarray)):
-        raise ArgumentTypeError(f"{where}: C keeps this array after the call: pass a tensor or a NumPy array")
-
-

@@ -23,11 +23,12 @@ from ..errors import (
     ArgumentOverflowError,
     ArgumentTypeError,
     DTypeError,
+    HandleClosedError,
     LayoutError,
     ShapeError,
     TensorFFIError,
 )
-from ..handles import Handle
+from ..handles import Handle, Kept, kept_block
 from ..plan import OpArg, Param, Plan, operator_signature, pyname
 from . import lower as _lower
 from .arrays import (
@@ -35,7 +36,6 @@ from .arrays import (
     _FLT_NORMAL,
     NUMPY_DTYPES,
     TORCH_DTYPES,
-    _check_kept,
     _increment_version,
     _ndarray,
     _numpy_address,
@@ -59,6 +59,21 @@ def _bumps(*tensors: Any) -> None:
     ts = tuple(t for t in tensors if t is not None)
     if ts:
         _increment_version(ts)
+
+
+def _closer(want: Any, where: str, fname: str) -> Callable[[Handle], None]:
+    """A handle's destructor called on the handle: closes it (C's destructor runs once,
+    after the calls using it return); a closed handle is a HandleClosedError."""
+
+    def close(h: Handle) -> None:
+        st = h._state
+        if want is not None and st.ctype is not want:
+            raise ArgumentTypeError(f"{where} expects a handle of type {want.cname}, got {h!r}")
+        if st.closed:
+            raise HandleClosedError(f"{where}: the handle {st.name} is already closed ({fname} ran on it)")
+        h.close()
+
+    return close
 
 
 def _sym_check(ok: Any, make: Callable[[], Exception]) -> None:
@@ -155,6 +170,7 @@ class _Gen:
         )
         self.post: list[str] = []  # lines to run after a successful C call
         self.post_failure: list[str] = []  # lines to run when C returned an error status
+        self.pre_call: list[str] = []  # lines to run just before the C call
         self._n = 0
 
     # -- emission helpers -------------------------------------------------- #
@@ -464,7 +480,11 @@ class _Gen:
                 self.emit(f"if _h{h.index} is None: raise _ArgType(\"{self.lit(where)}: 'until {spec.until}' needs "
                           f"'{spec.until}' to be a tensorffi.Handle (the callback must live as long as it)\")")
                 self.emit(f"_x{i} = {factory}({v}, _h{h.index}.store_error)")
-                self.emit(f"_h{h.index}.hold(('callback', {p.name!r}), _x{i})")
+                # every registration is held (C may keep a list of listeners), until the
+                # handle is destroyed; one C refused is dropped
+                self.emit(f"_kt{i} = _h{h.index}.hold(('callback', {p.name!r}), _x{i})")
+                if self.plan.returns in ("status", "count"):
+                    self.post_failure.append(f"_h{h.index}.drop(_kt{i})")
             else:
                 self.emit("_cberr = []")
                 self.emit(f"_x{i} = {factory}({v}, _cberr.append)")
@@ -596,6 +616,11 @@ class _Gen:
             self.emit("_u = []  # handle states this call uses (exited in finally)")
         self.emit("try:")
         self.indent()
+        for p in P:
+            if p.closes:
+                closer = self.const(_closer(_typeof(self.b.ffi, p.ctype) if p.kind == "struct" else None,
+                                            self.where(p), self.fname), "close")
+                self.emit(f"if _type({p.pyname}) is {self.const(Handle, 'Handle')}: return {closer}({p.pyname})")
         if plan.has_full_form:
             full = self.const(_full_form(plan, lambda: self.b.call), "full")
             tup = "(" + "".join(f"{s}, " for s in short) + ")"
@@ -719,6 +744,7 @@ class _Gen:
             self.emit_overlaps(given)
 
         cargs = self.emit_scalars(fills)
+        self.emit_min_lengths()
         self.emit_keeps()
         written = [f"_w{p.index}" for p in P if p.kind == "array" and p.written and p.keep_until is None]
         structs = [p for p in P if p.kind == "struct"]
@@ -735,6 +761,26 @@ class _Gen:
         self.header(sig)
         return self.finish("call")
 
+    def emit_min_lengths(self) -> None:
+        """Arrays whose length C takes from an integer parameter (inferred from the
+        names, ``float *data, int size``): they must hold at least that many elements."""
+        by = self.plan.by_name
+        for p in self.plan.params:
+            if p.kind != "array" or p.min_len is None:
+                continue
+            q = by[p.min_len]
+            size = TORCH_DTYPES[p.dtype].itemsize  # type: ignore[index]
+            W, V = self.lit(self.where(p)), f"'{q.name}'"
+            cond = f"{q.pyname} <= _b{p.index} // {size}"
+            if p.optional:
+                cond = f"{p.pyname} is None or " + cond
+            self.fail_unless(
+                cond,
+                f'_ShapeError(f"{W} holds {{_b{p.index} // {size}}} elements, but {V} is {{{q.pyname}}}: C would '
+                f'access {{{q.pyname}}} of them (the rule \'{p.name} holds at least {q.name} elements\' is inferred '
+                f'from the names; give \'{p.name}: [dims]\' or \'{p.name}: unsized\' in the contract if it is wrong)")',
+            )
+
     def emit_keeps(self) -> None:
         """Arrays C keeps after the call: held by their handle (from before the call, as
         C may start using them at once), in memory that cannot be resized or freed."""
@@ -742,18 +788,23 @@ class _Gen:
         for p in keeps:
             h = self.plan.by_name[p.keep_until]  # type: ignore[index]
             i = p.index
-            chk = self.const(_check_kept, "keep")
-            self.emit(f"if _h{h.index} is None: raise _ArgType(\"{self.lit(self.where(p))}: C keeps it until "
+            block, kept = self.const(kept_block, "keep"), self.const(Kept, "Kept")
+            W = self.lit(self.where(p))
+            self.emit(f"if _h{h.index} is None: raise _ArgType(\"{W}: C keeps it until "
                       f"'{h.name}' is closed, so '{h.name}' must be a tensorffi.Handle\")")
-            self.emit(f'{chk}({p.pyname}, "{self.lit(self.where(p))}")')
-            self.emit(f"_h{h.index}.hold(_a{i}, ({p.pyname}, _k{i}, {p.written}))")
+            # the buffer block itself is held (not only the tensor): torch may swap a
+            # tensor's memory, and C must never write memory that was freed
+            self.emit(f'_kt{i} = _h{h.index}.hold(_a{i}, {kept}({p.pyname}, {block}({p.pyname}, _a{i}, "{W}"), '
+                      f'_a{i}, {p.written}, "{W}"))')
             if self.plan.returns in ("status", "count"):
-                # C did not keep it if the call failed
-                self.post_failure.append(f"_h{h.index}.release(_a{i})")
+                # C refused this registration: it keeps nothing of this call (an earlier
+                # registration of the same buffer stays held)
+                self.post_failure.append(f"_h{h.index}.drop(_kt{i})")
         for p in self.plan.params:
             if p.release:
                 self.post.append(f"for _st in _u: _st.release(_a{p.index})")
             if p.acquire:
+                self.pre_call.append(f'if _h{p.index} is not None: _h{p.index}.check_kept("{self.lit(self.where(p))}")')
                 self.post.append(f"if _h{p.index} is not None: _bumps(*_h{p.index}.written_kept())")
 
     def emit_scalars(self, fills: dict[str, str]) -> list[str]:
@@ -794,6 +845,8 @@ class _Gen:
         if raw:
             self.emit("try:")
             self.indent()
+        for line in self.pre_call:
+            self.emit(line)
         self.emit(f"_r = {c}({', '.join(cargs)})")
         if raw:
             self.dedent()
