@@ -163,7 +163,7 @@ def _stopped_fraction(exc: BaseException) -> float:
 @pytest.mark.parametrize("call, threads", [("sosfilt", 1), ("sosfilt", 2), ("sosfiltfilt", 2)])
 def test_sigint_from_another_thread_raises_keyboard_interrupt(rng, threads, call):
     sos = long_sos(rng)
-    x = torch.from_numpy(rng.standard_normal((32, 400_000), dtype=np.float32))  # ~0.3 s if not stopped
+    x = torch.from_numpy(rng.standard_normal((32, 1_000_000), dtype=np.float32))  # ~0.6 s if not stopped
     fn = tsig.sosfilt if call == "sosfilt" else tsig.sosfiltfilt
     timer = threading.Timer(0.05, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
     try:
