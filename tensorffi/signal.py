@@ -146,6 +146,10 @@ _filtfilt_ccb = {dt: native(f"tf_signal_sosfiltfilt_cb_{s}", _FILTFILT.format(w=
 #: call path (a callback scope and the bridge's Python path cost ~10-20 us) and cannot
 #: be interrupted, as any C call; larger ones stop within ~20 ms of Ctrl-C.
 _WATCH_WORK = 1 << 23
+#: Signals this small take the operator's fast path without reading sos's shape
+#: (0.3 us of a 14 us call): unwatched, so that only a cascade of more than 256
+#: sections on them would be a long call Ctrl-C cannot stop.
+_FAST_SAMPLES = _WATCH_WORK >> 8
 _f32_arith_c = native("tf_signal_f32_arith", "sos: [n_sections, 6]; return: value")
 _f32_arith_cc = native("tf_signal_f32_arith_complex", "sos: [n_sections, 12]; return: value")
 _lanes_c = native("tf_signal_lanes", "return: value")
@@ -895,7 +899,7 @@ def _op_sosfilt(
     nd = x.dim()
     name = _REAL_TORCH.get(x.dtype)
     if (name is not None and nd == 2 and (axis == -1 or axis == 1) and sos.dtype in _SOS_FAST and x.is_contiguous()
-            and x.numel() * sos.shape[0] < _WATCH_WORK):
+            and (x.numel() < _FAST_SAMPLES or x.numel() * sos.shape[0] < _WATCH_WORK)):
         # the commonest case, in one bridge call that allocates y and zf (C-contiguous,
         # like x); anything it refuses (a0 != 1, zi's shape or dtype...) is explained by
         # the general path below
