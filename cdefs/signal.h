@@ -69,6 +69,47 @@ int tf_signal_sosfiltfilt_c64(const double *sos, int64_t n_sections, const doubl
 int tf_signal_sosfiltfilt_c128(const double *sos, int64_t n_sections, const double *zi, const double *x, double *y,
                                int64_t outer, int64_t n, int64_t inner, int padtype, int64_t padlen, int nthreads);
 
+/* The functions above with a progress callback, for long calls: fn(handle, done,
+ * total) is called from the calling thread about every 20 ms (done and total in
+ * units of work: samples x sections per vector of lanes), at a point where no other
+ * thread touches the caller's memory; a non-zero return stops the call within
+ * ~0.1 ms of filtering with TF_EINTERRUPTED. A stopped call leaves its outputs
+ * partly written (y up to a block boundary in each channel; zf, gx, gzi and gsos
+ * undefined). fn is a tf_progress_fn, spelled out because that typedef comes later
+ * in the build order. */
+int tf_signal_sosfilt_cb_f32(const double *sos, int64_t n_sections, const float *x, float *y, int64_t outer, int64_t n,
+                          int64_t inner, const float *zi, float *zf, int nthreads,
+    int (*fn)(void *handle, int64_t done, int64_t total), void *handle);
+int tf_signal_sosfilt_cb_f64(const double *sos, int64_t n_sections, const double *x, double *y, int64_t outer, int64_t n,
+                          int64_t inner, const double *zi, double *zf, int nthreads,
+    int (*fn)(void *handle, int64_t done, int64_t total), void *handle);
+int tf_signal_sosfilt_cb_c64(const double *sos, int64_t n_sections, const float *x, float *y, int64_t outer, int64_t n,
+                          int64_t inner, const float *zi, float *zf, int nthreads,
+    int (*fn)(void *handle, int64_t done, int64_t total), void *handle);
+int tf_signal_sosfilt_cb_c128(const double *sos, int64_t n_sections, const double *x, double *y, int64_t outer,
+                           int64_t n, int64_t inner, const double *zi, double *zf, int nthreads,
+    int (*fn)(void *handle, int64_t done, int64_t total), void *handle);
+int tf_signal_sosfilt_backward_cb_f32(const double *sos, int64_t n_sections, const float *x, const float *zi,
+                                   const float *gy, const float *gzf, int64_t outer, int64_t n, int64_t inner,
+                                   double *gsos, float *gx, float *gzi, int nthreads,
+    int (*fn)(void *handle, int64_t done, int64_t total), void *handle);
+int tf_signal_sosfilt_backward_cb_f64(const double *sos, int64_t n_sections, const double *x, const double *zi,
+                                   const double *gy, const double *gzf, int64_t outer, int64_t n, int64_t inner,
+                                   double *gsos, double *gx, double *gzi, int nthreads,
+    int (*fn)(void *handle, int64_t done, int64_t total), void *handle);
+int tf_signal_sosfiltfilt_cb_f32(const double *sos, int64_t n_sections, const double *zi, const float *x, float *y,
+                              int64_t outer, int64_t n, int64_t inner, int padtype, int64_t padlen, int nthreads,
+    int (*fn)(void *handle, int64_t done, int64_t total), void *handle);
+int tf_signal_sosfiltfilt_cb_f64(const double *sos, int64_t n_sections, const double *zi, const double *x, double *y,
+                              int64_t outer, int64_t n, int64_t inner, int padtype, int64_t padlen, int nthreads,
+    int (*fn)(void *handle, int64_t done, int64_t total), void *handle);
+int tf_signal_sosfiltfilt_cb_c64(const double *sos, int64_t n_sections, const double *zi, const float *x, float *y,
+                              int64_t outer, int64_t n, int64_t inner, int padtype, int64_t padlen, int nthreads,
+    int (*fn)(void *handle, int64_t done, int64_t total), void *handle);
+int tf_signal_sosfiltfilt_cb_c128(const double *sos, int64_t n_sections, const double *zi, const double *x, double *y,
+                               int64_t outer, int64_t n, int64_t inner, int padtype, int64_t padlen, int nthreads,
+    int (*fn)(void *handle, int64_t done, int64_t total), void *handle);
+
 /* 1 if float32 signals filtered with this sos are computed in float32
  * arithmetic, 0 if in float64 arithmetic (float32 in and out). float32 is used
  * only when every pole lies within radius 0.9, where its roundoff stays near

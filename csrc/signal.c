@@ -104,7 +104,37 @@ typedef struct {
     int64_t items, chunk, next;
     void *out;             /* the output the call overwrites whole (tf_sos_run faults it in first) */
     int64_t out_bytes;
+    /* cancellation (the _cb entry points): the run, NULL without a callback, so
+     * that calls without one never poll; work polled so far, and its total */
+    tf_rt *rt;
+    int (*progress)(void *handle, int64_t done, int64_t total);
+    void *handle;
+    int64_t done, total;
+    int64_t workers;       /* tf_sos_run: units of its phase */
 } tf_sos_job;
+
+/* Kernels add up their work (samples x sections per vector of lanes) and poll the
+ * run every TF_SOS_POLL_WORK of it: ~30-100 us of filtering, so a thread reaches a
+ * checkpoint soon after the caller pauses the run to report, while the poll (an
+ * atomic add, a relaxed load, on the caller a clock read) costs < 0.1 % of it. The
+ * callback itself is called every TF_SOS_REPORT_S (tf_rt_report's own clock). */
+#define TF_SOS_POLL_WORK ((int64_t)1 << 16)
+#define TF_SOS_REPORT_S 0.02
+
+/* Poll the run: report (the calling thread, once the interval has passed) and pass
+ * a checkpoint. Non-zero once the run is stopping: the kernel returns
+ * TF_EINTERRUPTED without writing caller memory again. */
+static int tf_sos_poll(const tf_sos_job *job, int64_t *work) {
+    int64_t done = __atomic_add_fetch(&((tf_sos_job *)job)->done, *work, __ATOMIC_RELAXED);
+    *work = 0;
+    if (tf_rt_report(job->rt, done, 0)) return 1;
+    return tf_rt_checkpoint(job->rt);
+}
+
+/* In a kernel's block loop: add `w` to the local counter `acc` and poll when it is
+ * due; true once the run is stopping. One predictable branch per block without a
+ * callback. */
+#define TF_SOS_STOPPING(job, acc, w) ((job)->rt && ((acc) += (w)) >= TF_SOS_POLL_WORK && tf_sos_poll((job), &(acc)))
 
 static void tf_sos_layout_init(tf_sos_layout *lo, int64_t outer, int64_t n, int64_t inner, int lanes) {
     lo->outer = outer;
@@ -1095,6 +1125,21 @@ static int tf_sos_worker(void *vctx, int64_t w0, int64_t w1) {
     }
 }
 
+static int tf_sos_unit(void *vctx, int64_t unit, int tid) {
+    (void)unit, (void)tid;
+    return tf_sos_worker(vctx, 0, 0);
+}
+
+static int64_t tf_sos_done(void *vctx) { return __atomic_load_n(&((tf_sos_job *)vctx)->done, __ATOMIC_RELAXED); }
+
+/* One phase of `workers` units, each a tf_sos_worker taking chunks until none is
+ * left; the kernels poll the run (job->rt) from inside their block loops. */
+static int tf_sos_driver(tf_rt *rt, void *vctx) {
+    tf_sos_job *job = (tf_sos_job *)vctx;
+    job->rt = rt;
+    return tf_rt_phase(rt, job->workers, tf_sos_unit, job);
+}
+
 /* fn over items [0, items) on up to `nthreads` threads (fewer when there is less
  * than `min_per_thread` items per thread), balanced dynamically. */
 static int tf_sos_run(tf_sos_job *job, tf_range_fn fn, int64_t items, int nthreads, int64_t min_per_thread) {
@@ -1111,12 +1156,16 @@ static int tf_sos_run(tf_sos_job *job, tf_range_fn fn, int64_t items, int nthrea
      * 10.0-10.4 without, 2 threads alike in three runs of four; sosfiltfilt
      * unchanged (benchmarks/RESULTS.md, signal, Zen 4). */
     tf_populate(job->out, job->out_bytes);
-    if (workers == 1) return fn(job, 0, items);
+    if (workers == 1 && !job->progress) return fn(job, 0, items);
     job->fn = fn;
     job->items = items;
     job->chunk = items / (4 * workers) > 0 ? items / (4 * workers) : 1;
     job->next = 0;
-    return tf_parallel_for(workers, (int)workers, 1, tf_sos_worker, job);
+    job->workers = workers;
+    if (!job->progress) return tf_parallel_for(workers, (int)workers, 1, tf_sos_worker, job);
+    tf_rt_opts o = {.threads = (int)workers, .fn = job->progress, .handle = job->handle, .done = tf_sos_done,
+                    .done_ctx = job, .total = job->total, .interval = TF_SOS_REPORT_S};
+    return tf_rt_run(&o, tf_sos_driver, job);
 }
 
 /* Threads worth starting for `groups` groups of `per_group` units of work. */
@@ -1124,6 +1173,13 @@ static int64_t tf_sos_min_groups(int64_t per_group) {
     if (per_group < 1) per_group = 1;
     int64_t m = TF_SOS_MIN_WORK / per_group;
     return m < 1 ? 1 : m;
+}
+
+/* A run stopped by its callback: say how far it got. */
+static int tf_sos_stopped(const char *fn, const tf_sos_job *job, int rc) {
+    if (rc != TF_EINTERRUPTED) return rc;
+    return tf_error(TF_EINTERRUPTED, "%s: stopped by the progress callback after %lld of %lld units of work", fn,
+                    (long long)job->done, (long long)job->total);
 }
 
 static void tf_sos_job_init(tf_sos_job *job, const tf_sos_impl *impl, const double *sos, int64_t S, int64_t outer,
@@ -1139,7 +1195,8 @@ static void tf_sos_job_init(tf_sos_job *job, const tf_sos_impl *impl, const doub
 }
 
 static int tf_sos_filter(const char *fn, int is_f32, int cplx, const double *sos, int64_t S, const void *x, void *y,
-                         int64_t outer, int64_t n, int64_t inner, const void *zi, void *zf, int nthreads) {
+                         int64_t outer, int64_t n, int64_t inner, const void *zi, void *zf, int nthreads,
+                         tf_progress_fn progress, void *handle) {
     int rc = tf_sos_check(fn, cplx, sos, S, outer, n, inner);
     if (rc) return rc;
     const int kind = tf_sos_kind(is_f32, cplx, sos, S);
@@ -1153,37 +1210,63 @@ static int tf_sos_filter(const char *fn, int is_f32, int cplx, const double *sos
     job.zf = zf;
     job.out = y;
     job.out_bytes = outer * n * inner * (is_f32 ? 4 : 8);
+    job.progress = progress;
+    job.handle = handle;
     if (S > 1 && outer * inner <= TF_SOS_WAVE_MAX_CHANNELS) {
         tf_sos_wave w = tf_sos_pick_wave(kind, level, S);
-        if (w.lanes) return tf_sos_run(&job, w.fn, outer * inner, nthreads, tf_sos_min_groups(n * S));
+        if (w.lanes) {
+            job.total = outer * inner * n * ((S + w.lanes - 1) / w.lanes) * w.lanes;
+            return tf_sos_stopped(fn, &job, tf_sos_run(&job, w.fn, outer * inner, nthreads, tf_sos_min_groups(n * S)));
+        }
     }
     int64_t work = n * (S > 0 ? S : 1) * (int64_t)impl.lanes;
-    return tf_sos_run(&job, impl.sosfilt, job.lo.ngroups, nthreads, tf_sos_min_groups(work));
+    job.total = job.lo.ngroups * n * S;
+    return tf_sos_stopped(fn, &job, tf_sos_run(&job, impl.sosfilt, job.lo.ngroups, nthreads, tf_sos_min_groups(work)));
 }
 
 int tf_signal_sosfilt_f32(const double *sos, int64_t n_sections, const float *x, float *y, int64_t outer, int64_t n,
                           int64_t inner, const float *zi, float *zf, int nthreads) {
-    return tf_sos_filter("tf_signal_sosfilt_f32", 1, 0, sos, n_sections, x, y, outer, n, inner, zi, zf, nthreads);
+    return tf_sos_filter("tf_signal_sosfilt_f32", 1, 0, sos, n_sections, x, y, outer, n, inner, zi, zf, nthreads, NULL, NULL);
+}
+
+int tf_signal_sosfilt_cb_f32(const double *sos, int64_t n_sections, const float *x, float *y, int64_t outer, int64_t n,
+                          int64_t inner, const float *zi, float *zf, int nthreads, tf_progress_fn fn, void *handle) {
+    return tf_sos_filter("tf_signal_sosfilt_cb_f32", 1, 0, sos, n_sections, x, y, outer, n, inner, zi, zf, nthreads, fn, handle);
 }
 
 int tf_signal_sosfilt_f64(const double *sos, int64_t n_sections, const double *x, double *y, int64_t outer, int64_t n,
                           int64_t inner, const double *zi, double *zf, int nthreads) {
-    return tf_sos_filter("tf_signal_sosfilt_f64", 0, 0, sos, n_sections, x, y, outer, n, inner, zi, zf, nthreads);
+    return tf_sos_filter("tf_signal_sosfilt_f64", 0, 0, sos, n_sections, x, y, outer, n, inner, zi, zf, nthreads, NULL, NULL);
+}
+
+int tf_signal_sosfilt_cb_f64(const double *sos, int64_t n_sections, const double *x, double *y, int64_t outer, int64_t n,
+                          int64_t inner, const double *zi, double *zf, int nthreads, tf_progress_fn fn, void *handle) {
+    return tf_sos_filter("tf_signal_sosfilt_cb_f64", 0, 0, sos, n_sections, x, y, outer, n, inner, zi, zf, nthreads, fn, handle);
 }
 
 int tf_signal_sosfilt_c64(const double *sos, int64_t n_sections, const float *x, float *y, int64_t outer, int64_t n,
                           int64_t inner, const float *zi, float *zf, int nthreads) {
-    return tf_sos_filter("tf_signal_sosfilt_c64", 1, 1, sos, n_sections, x, y, outer, n, inner, zi, zf, nthreads);
+    return tf_sos_filter("tf_signal_sosfilt_c64", 1, 1, sos, n_sections, x, y, outer, n, inner, zi, zf, nthreads, NULL, NULL);
+}
+
+int tf_signal_sosfilt_cb_c64(const double *sos, int64_t n_sections, const float *x, float *y, int64_t outer, int64_t n,
+                          int64_t inner, const float *zi, float *zf, int nthreads, tf_progress_fn fn, void *handle) {
+    return tf_sos_filter("tf_signal_sosfilt_cb_c64", 1, 1, sos, n_sections, x, y, outer, n, inner, zi, zf, nthreads, fn, handle);
 }
 
 int tf_signal_sosfilt_c128(const double *sos, int64_t n_sections, const double *x, double *y, int64_t outer,
                            int64_t n, int64_t inner, const double *zi, double *zf, int nthreads) {
-    return tf_sos_filter("tf_signal_sosfilt_c128", 0, 1, sos, n_sections, x, y, outer, n, inner, zi, zf, nthreads);
+    return tf_sos_filter("tf_signal_sosfilt_c128", 0, 1, sos, n_sections, x, y, outer, n, inner, zi, zf, nthreads, NULL, NULL);
+}
+
+int tf_signal_sosfilt_cb_c128(const double *sos, int64_t n_sections, const double *x, double *y, int64_t outer,
+                           int64_t n, int64_t inner, const double *zi, double *zf, int nthreads, tf_progress_fn fn, void *handle) {
+    return tf_sos_filter("tf_signal_sosfilt_cb_c128", 0, 1, sos, n_sections, x, y, outer, n, inner, zi, zf, nthreads, fn, handle);
 }
 
 static int tf_sos_backward(const char *fn, int is_f32, const double *sos, int64_t S, const void *x, const void *zi,
                            const void *gy, const void *gzf, int64_t outer, int64_t n, int64_t inner, double *gsos,
-                           void *gx, void *gzi, int nthreads) {
+                           void *gx, void *gzi, int nthreads, tf_progress_fn progress, void *handle) {
     int rc = tf_sos_check(fn, 0, sos, S, outer, n, inner);
     if (rc) return rc;
     const int kind = tf_sos_kind(is_f32, 0, sos, S);
@@ -1211,7 +1294,10 @@ static int tf_sos_backward(const char *fn, int is_f32, const double *sos, int64_
     job.partial = (double *)calloc((size_t)(nchunks * 5 * S + 1), sizeof(double));
     if (!job.partial) return tf_error(TF_ENOMEM, "%s: out of memory", fn);
     int64_t work = 4 * n * (S > 0 ? S : 1) * (int64_t)impl.lanes * job.per_chunk;
-    rc = tf_sos_run(&job, impl.backward, nchunks, nthreads, tf_sos_min_groups(work));
+    job.progress = progress;
+    job.handle = handle;
+    job.total = 4 * ngroups * n * S;
+    rc = tf_sos_stopped(fn, &job, tf_sos_run(&job, impl.backward, nchunks, nthreads, tf_sos_min_groups(work)));
     if (rc == TF_OK && gsos) {
         for (int64_t s = 0; s < S; s++) {
             double sum[5] = {0, 0, 0, 0, 0};
@@ -1237,19 +1323,33 @@ int tf_signal_sosfilt_backward_f32(const double *sos, int64_t n_sections, const 
                                    const float *gy, const float *gzf, int64_t outer, int64_t n, int64_t inner,
                                    double *gsos, float *gx, float *gzi, int nthreads) {
     return tf_sos_backward("tf_signal_sosfilt_backward_f32", 1, sos, n_sections, x, zi, gy, gzf, outer, n, inner, gsos,
-                           gx, gzi, nthreads);
+                           gx, gzi, nthreads, NULL, NULL);
+}
+
+int tf_signal_sosfilt_backward_cb_f32(const double *sos, int64_t n_sections, const float *x, const float *zi,
+                                   const float *gy, const float *gzf, int64_t outer, int64_t n, int64_t inner,
+                                   double *gsos, float *gx, float *gzi, int nthreads, tf_progress_fn fn, void *handle) {
+    return tf_sos_backward("tf_signal_sosfilt_backward_cb_f32", 1, sos, n_sections, x, zi, gy, gzf, outer, n, inner, gsos,
+                           gx, gzi, nthreads, fn, handle);
 }
 
 int tf_signal_sosfilt_backward_f64(const double *sos, int64_t n_sections, const double *x, const double *zi,
                                    const double *gy, const double *gzf, int64_t outer, int64_t n, int64_t inner,
                                    double *gsos, double *gx, double *gzi, int nthreads) {
     return tf_sos_backward("tf_signal_sosfilt_backward_f64", 0, sos, n_sections, x, zi, gy, gzf, outer, n, inner, gsos,
-                           gx, gzi, nthreads);
+                           gx, gzi, nthreads, NULL, NULL);
+}
+
+int tf_signal_sosfilt_backward_cb_f64(const double *sos, int64_t n_sections, const double *x, const double *zi,
+                                   const double *gy, const double *gzf, int64_t outer, int64_t n, int64_t inner,
+                                   double *gsos, double *gx, double *gzi, int nthreads, tf_progress_fn fn, void *handle) {
+    return tf_sos_backward("tf_signal_sosfilt_backward_cb_f64", 0, sos, n_sections, x, zi, gy, gzf, outer, n, inner, gsos,
+                           gx, gzi, nthreads, fn, handle);
 }
 
 static int tf_sos_filtfilt(const char *fn, int is_f32, int cplx, const double *sos, int64_t S, const double *zi,
                            const void *x, void *y, int64_t outer, int64_t n, int64_t inner, int padtype,
-                           int64_t padlen, int nthreads) {
+                           int64_t padlen, int nthreads, tf_progress_fn progress, void *handle) {
     int rc = tf_sos_check(fn, cplx, sos, S, outer, n, inner);
     if (rc) return rc;
     if (padtype < TF_SIGNAL_PAD_NONE || padtype > TF_SIGNAL_PAD_CONSTANT)
@@ -1271,32 +1371,59 @@ static int tf_sos_filtfilt(const char *fn, int is_f32, int cplx, const double *s
     job.padtype = padtype;
     job.out = y;
     job.out_bytes = outer * n * inner * (is_f32 ? 4 : 8);
+    job.progress = progress;
+    job.handle = handle;
+    job.total = 2 * job.lo.ngroups * n * S;
     int64_t work = 2 * (n + 2 * padlen) * (S > 0 ? S : 1) * (int64_t)impl.lanes;
-    return tf_sos_run(&job, impl.filtfilt, job.lo.ngroups, nthreads, tf_sos_min_groups(work));
+    return tf_sos_stopped(fn, &job, tf_sos_run(&job, impl.filtfilt, job.lo.ngroups, nthreads, tf_sos_min_groups(work)));
 }
 
 int tf_signal_sosfiltfilt_f32(const double *sos, int64_t n_sections, const double *zi, const float *x, float *y,
                               int64_t outer, int64_t n, int64_t inner, int padtype, int64_t padlen, int nthreads) {
     return tf_sos_filtfilt("tf_signal_sosfiltfilt_f32", 1, 0, sos, n_sections, zi, x, y, outer, n, inner, padtype,
-                           padlen, nthreads);
+                           padlen, nthreads, NULL, NULL);
+}
+
+int tf_signal_sosfiltfilt_cb_f32(const double *sos, int64_t n_sections, const double *zi, const float *x, float *y,
+                              int64_t outer, int64_t n, int64_t inner, int padtype, int64_t padlen, int nthreads, tf_progress_fn fn, void *handle) {
+    return tf_sos_filtfilt("tf_signal_sosfiltfilt_cb_f32", 1, 0, sos, n_sections, zi, x, y, outer, n, inner, padtype,
+                           padlen, nthreads, fn, handle);
 }
 
 int tf_signal_sosfiltfilt_f64(const double *sos, int64_t n_sections, const double *zi, const double *x, double *y,
                               int64_t outer, int64_t n, int64_t inner, int padtype, int64_t padlen, int nthreads) {
     return tf_sos_filtfilt("tf_signal_sosfiltfilt_f64", 0, 0, sos, n_sections, zi, x, y, outer, n, inner, padtype,
-                           padlen, nthreads);
+                           padlen, nthreads, NULL, NULL);
+}
+
+int tf_signal_sosfiltfilt_cb_f64(const double *sos, int64_t n_sections, const double *zi, const double *x, double *y,
+                              int64_t outer, int64_t n, int64_t inner, int padtype, int64_t padlen, int nthreads, tf_progress_fn fn, void *handle) {
+    return tf_sos_filtfilt("tf_signal_sosfiltfilt_cb_f64", 0, 0, sos, n_sections, zi, x, y, outer, n, inner, padtype,
+                           padlen, nthreads, fn, handle);
 }
 
 int tf_signal_sosfiltfilt_c64(const double *sos, int64_t n_sections, const double *zi, const float *x, float *y,
                               int64_t outer, int64_t n, int64_t inner, int padtype, int64_t padlen, int nthreads) {
     return tf_sos_filtfilt("tf_signal_sosfiltfilt_c64", 1, 1, sos, n_sections, zi, x, y, outer, n, inner, padtype,
-                           padlen, nthreads);
+                           padlen, nthreads, NULL, NULL);
+}
+
+int tf_signal_sosfiltfilt_cb_c64(const double *sos, int64_t n_sections, const double *zi, const float *x, float *y,
+                              int64_t outer, int64_t n, int64_t inner, int padtype, int64_t padlen, int nthreads, tf_progress_fn fn, void *handle) {
+    return tf_sos_filtfilt("tf_signal_sosfiltfilt_cb_c64", 1, 1, sos, n_sections, zi, x, y, outer, n, inner, padtype,
+                           padlen, nthreads, fn, handle);
 }
 
 int tf_signal_sosfiltfilt_c128(const double *sos, int64_t n_sections, const double *zi, const double *x, double *y,
                                int64_t outer, int64_t n, int64_t inner, int padtype, int64_t padlen, int nthreads) {
     return tf_sos_filtfilt("tf_signal_sosfiltfilt_c128", 0, 1, sos, n_sections, zi, x, y, outer, n, inner, padtype,
-                           padlen, nthreads);
+                           padlen, nthreads, NULL, NULL);
+}
+
+int tf_signal_sosfiltfilt_cb_c128(const double *sos, int64_t n_sections, const double *zi, const double *x, double *y,
+                               int64_t outer, int64_t n, int64_t inner, int padtype, int64_t padlen, int nthreads, tf_progress_fn fn, void *handle) {
+    return tf_sos_filtfilt("tf_signal_sosfiltfilt_cb_c128", 0, 1, sos, n_sections, zi, x, y, outer, n, inner, padtype,
+                           padlen, nthreads, fn, handle);
 }
 
 int tf_signal_lanes(int element_size) {

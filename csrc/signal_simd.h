@@ -294,7 +294,8 @@ static ATTR int FN(sosfilt_range)(void *vctx, int64_t g0, int64_t g1) {
     VT *cf = mem, *z = cf + NCFK * S, *buf = z + batch * 2 * S;
     FN(coefs)(job->sos, S, cf);
     tf_sos_group g[TF_SOS_BATCH];
-    for (int64_t gb = g0, nb; gb < g1; gb += nb) {
+    int64_t polled = 0, stop = 0;
+    for (int64_t gb = g0, nb; gb < g1 && !stop; gb += nb) {
         nb = g1 - gb < batch ? g1 - gb : batch;
         if (by_row && nb > job->lo.per_row - gb % job->lo.per_row) nb = job->lo.per_row - gb % job->lo.per_row;
         int64_t nfull = 0; /* the full groups come first: only a row's last group can be partial */
@@ -316,12 +317,17 @@ static ATTR int FN(sosfilt_range)(void *vctx, int64_t g0, int64_t g1) {
                 FN(run)(buf, T, cf, z + b * 2 * S, S, 0);
                 FN(store)((IO *)job->y, &g[b], inner, t0, T, buf);
             }
+            if (TF_SOS_STOPPING(job, polled, T * nb * S)) {
+                stop = 1;
+                break;
+            }
         }
+        if (stop) break; /* zf keeps what it held for the groups not finished */
         for (int64_t b = 0; b < nb; b++) FN(state_store)((IO *)job->zf, &g[b], sstride, inner, S, z + b * 2 * S);
     }
     if (job->nt) TF_SOS_SFENCE();
     free(mem);
-    return TF_OK;
+    return stop ? TF_EINTERRUPTED : TF_OK;
 }
 
 /* ---- one channel: the sections spread over the lanes ---------------------- */
@@ -335,7 +341,8 @@ static ATTR int FN(sosfilt_range)(void *vctx, int64_t g0, int64_t g1) {
  * so the output always leaves from the last lane, 2 (NL - 1) steps after its
  * input came in. y may equal x (outputs trail inputs). Same arithmetic as the
  * lane kernels (SOS_STEP), so a channel's result does not depend on its batch. */
-static ATTR void FN(wave_pass)(const IO *x, IO *y, int64_t ts, int64_t n, const double *sos, int64_t P, CT *zs) {
+static ATTR int FN(wave_pass)(const tf_sos_job *job, const IO *x, IO *y, int64_t ts, int64_t n, const double *sos,
+                              int64_t P, CT *zs) {
     VT C[7], z0 = FN(splat)(0), z1 = z0, prev1 = z0, prev2 = z0;
     C[0] = FN(splat)(1);
     for (int k = 1; k < 7; k++) C[k] = z0;
@@ -369,13 +376,19 @@ static ATTR void FN(wave_pass)(const IO *x, IO *y, int64_t ts, int64_t n, const 
     }
     const IO *xp = x + k * ts;
     IO *yp = y;
-    for (; k < n; k++, xp += ts, yp += ts) {
-        VT v = WAVE_SHIFT(prev2, (CT)*xp);
-        VT yv;
-        SOS_STEP(v, yv, C, z0, z1);
-        prev2 = prev1;
-        prev1 = yv;
-        *yp = (IO)yv[NL - 1];
+    int64_t polled = 0;
+    /* in stretches of TF_SOS_POLL_WORK / NL steps, between which the run is polled */
+    for (int64_t kend; k < n; k = kend) {
+        kend = job->rt && n - k > TF_SOS_POLL_WORK / NL ? k + TF_SOS_POLL_WORK / NL : n;
+        for (; k < kend; k++, xp += ts, yp += ts) {
+            VT v = WAVE_SHIFT(prev2, (CT)*xp);
+            VT yv;
+            SOS_STEP(v, yv, C, z0, z1);
+            prev2 = prev1;
+            prev1 = yv;
+            *yp = (IO)yv[NL - 1];
+        }
+        if (TF_SOS_STOPPING(job, polled, TF_SOS_POLL_WORK)) return 1;
     }
     for (; k < steps; k++) {
         VT v = WAVE_SHIFT(prev2, 0);
@@ -394,6 +407,7 @@ static ATTR void FN(wave_pass)(const IO *x, IO *y, int64_t ts, int64_t n, const 
         zs[2 * l] = z0[l];
         zs[2 * l + 1] = z1[l];
     }
+    return 0;
 }
 
 static ATTR int FN(wave_range)(void *vctx, int64_t c0, int64_t c1) {
@@ -409,7 +423,7 @@ static ATTR int FN(wave_range)(void *vctx, int64_t c0, int64_t c1) {
             for (int64_t l = 0; l < P; l++)
                 for (int k = 0; k < 2; k++)
                     zs[2 * l + k] = job->zi ? (CT)((const IO *)job->zi)[(s0 + l) * sstride + k * inner + zoff] : 0;
-            FN(wave_pass)(src, dst, inner, n, job->sos + 6 * s0, P, zs);
+            if (FN(wave_pass)(job, src, dst, inner, n, job->sos + 6 * s0, P, zs)) return TF_EINTERRUPTED;
             if (job->zf)
                 for (int64_t l = 0; l < P; l++)
                     for (int k = 0; k < 2; k++) ((IO *)job->zf)[(s0 + l) * sstride + k * inner + zoff] = (IO)zs[2 * l + k];
@@ -510,6 +524,7 @@ static ATTR int FN(backward_range)(void *vctx, int64_t c0, int64_t c1) {
     VT *sig = ckpt + nseg * 2 * S, *gbuf = sig + (S + 1) * cap;
     FN(coefs)(job->sos, S, cf);
     tf_sos_group g;
+    int64_t polled = 0;
     for (int64_t c = c0; c < c1; c++) {
         double *part = job->partial + c * 5 * S;
         int64_t gend = (c + 1) * job->per_chunk < job->lo.ngroups ? (c + 1) * job->per_chunk : job->lo.ngroups;
@@ -522,6 +537,7 @@ static ATTR int FN(backward_range)(void *vctx, int64_t c0, int64_t c1) {
                 memcpy(ckpt + j * 2 * S, z, (size_t)(2 * S) * sizeof(VT));
                 FN(load)((const IO *)job->x, &g, inner, t0, T, sig);
                 FN(run)(sig, T, cf, z, S, 0);
+                if (TF_SOS_STOPPING(job, polled, T * S)) goto stopped;
             }
             /* Pass 2: segments from the last, each recomputed with every section's
              * input kept, then the adjoint of the sections from the last. */
@@ -541,6 +557,8 @@ static ATTR int FN(backward_range)(void *vctx, int64_t c0, int64_t c1) {
                     for (int l = 0; l < NL; l++) accd[k * NL + l] += (double)acc[k][l];
                     acc[k] = FN(splat)(0);
                 }
+                /* the recomputation, the adjoint and the gradient sums: ~3 forward passes */
+                if (TF_SOS_STOPPING(job, polled, 3 * T * S)) goto stopped;
             }
             FN(state_store)((IO *)job->gzi, &g, sstride, inner, S, mu);
             for (int64_t k = 0; k < 5 * S; k++)
@@ -550,6 +568,10 @@ static ATTR int FN(backward_range)(void *vctx, int64_t c0, int64_t c1) {
     free(accd);
     free(mem);
     return TF_OK;
+stopped:
+    free(accd);
+    free(mem);
+    return TF_EINTERRUPTED;
 }
 #endif /* NO_BACKWARD */
 
@@ -588,7 +610,8 @@ static ATTR int FN(filtfilt_range)(void *vctx, int64_t g0, int64_t g1) {
     for (int64_t k = 0; k < 2 * S; k++) FN(coef)(zi[KC * k], KC == 2 ? zi[KC * k + KC - 1] : 0.0, zss + KC * k);
     const int64_t nblk = (n + blk - 1) / blk;
     tf_sos_group g;
-    for (int64_t gi = g0; gi < g1; gi++) {
+    int64_t polled = 0, stop = 0;
+    for (int64_t gi = g0; gi < g1 && !stop; gi++) {
         tf_sos_group_init(&job->lo, gi, NL, &g);
         VT first, last, start;
         FN(load)(x, &g, inner, 0, 1, &first);
@@ -605,7 +628,12 @@ static ATTR int FN(filtfilt_range)(void *vctx, int64_t g0, int64_t g1) {
             FN(run)(buf, T, cf, z, S, 0);
             FN(store)(y, &g, inner, t0, T, buf);
             yend = buf[T - 1];
+            if (TF_SOS_STOPPING(job, polled, T * S)) {
+                stop = 1;
+                break;
+            }
         }
+        if (stop) break;
         if (E > 0) {
             FN(make_pad)(x, &g, inner, n - 1 - E, E, job->padtype, last, pad);
             FN(run)(pad, E, cf, z, S, 0);
@@ -621,11 +649,15 @@ static ATTR int FN(filtfilt_range)(void *vctx, int64_t g0, int64_t g1) {
             FN(load)(y, &g, inner, t0, T, buf);
             FN(run)(buf, T, cf, z, S, 1);
             FN(store)(y, &g, inner, t0, T, buf);
+            if (TF_SOS_STOPPING(job, polled, T * S)) {
+                stop = 1;
+                break;
+            }
         }
     }
     if (job->nt) TF_SOS_SFENCE();
     free(mem);
-    return TF_OK;
+    return stop ? TF_EINTERRUPTED : TF_OK;
 }
 
 #undef FN

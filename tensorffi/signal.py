@@ -87,6 +87,7 @@ import numpy as np
 import torch
 
 from ._bridge import lower as _lower
+from ._callbacks import CallbackScope
 from ._kernels import eager_plain
 from ._lib import native
 from .core import get_num_threads, resolve_threads
@@ -132,6 +133,23 @@ _forward_cc = {dt: native(f"tf_signal_sosfilt_{s}", _FORWARD.format(w=12)) for d
 _backward_c = {dt: native(f"tf_signal_sosfilt_backward_{s}", _BACKWARD) for dt, s in _RC.items()}
 _filtfilt_c = {dt: native(f"tf_signal_sosfiltfilt_{s}", _FILTFILT.format(w=6, z=2)) for dt, s in _RC.items()}
 _filtfilt_cc = {dt: native(f"tf_signal_sosfiltfilt_{s}", _FILTFILT.format(w=12, z=4)) for dt, s in _CC.items()}
+# The same kernels with a progress callback (fn, handle after nthreads), for calls of
+# at least _WATCH_WORK: only those can be stopped by Ctrl-C or cancelled (see _watched).
+_forward_cb = {dt: native(f"tf_signal_sosfilt_cb_{s}", _FORWARD.format(w=6)) for dt, s in _RC.items()}
+_forward2_cb = {dt: native(f"tf_signal_sosfilt_cb_{s}", _FORWARD2) for dt, s in _RC.items()}
+_forward_ccb = {dt: native(f"tf_signal_sosfilt_cb_{s}", _FORWARD.format(w=12)) for dt, s in _CC.items()}
+_backward_cb = {dt: native(f"tf_signal_sosfilt_backward_cb_{s}", _BACKWARD) for dt, s in _RC.items()}
+_filtfilt_cb = {dt: native(f"tf_signal_sosfiltfilt_cb_{s}", _FILTFILT.format(w=6, z=2)) for dt, s in _RC.items()}
+_filtfilt_ccb = {dt: native(f"tf_signal_sosfiltfilt_cb_{s}", _FILTFILT.format(w=12, z=4)) for dt, s in _CC.items()}
+#: Work (channels x samples x sections, per pass) from which a call is made with the
+#: progress callback: ~5 ms of filtering on one thread. Smaller calls keep the native
+#: call path (a callback scope and the bridge's Python path cost ~10-20 us) and cannot
+#: be interrupted, as any C call; larger ones stop within ~20 ms of Ctrl-C.
+_WATCH_WORK = 1 << 23
+#: Signals this small take the operator's fast path without reading sos's shape
+#: (0.3 us of a 14 us call): unwatched, so that only a cascade of more than 256
+#: sections on them would be a long call Ctrl-C cannot stop.
+_FAST_SAMPLES = _WATCH_WORK >> 8
 _f32_arith_c = native("tf_signal_f32_arith", "sos: [n_sections, 6]; return: value")
 _f32_arith_cc = native("tf_signal_f32_arith_complex", "sos: [n_sections, 12]; return: value")
 _lanes_c = native("tf_signal_lanes", "return: value")
@@ -445,27 +463,59 @@ def _empty(shape: tuple[int, ...], dtype: str, like: Any) -> Any:
     return _empty_np(shape, dtype)
 
 
+def _watched(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call a ``_cb`` kernel with a progress callback that only checks for Ctrl-C: a
+    KeyboardInterrupt (or any exception the callback stores) stops C within ~20 ms
+    and is re-raised here, as :func:`tensorffi.physics.nbody` and
+    :func:`tensorffi.io.read_csv` do; the outputs are then partly written."""
+    with CallbackScope(None) as scope:
+        return scope.call(fn, *args, scope.fn, scope.handle, **kwargs)
+
+
 def _forward3(f: _Sos, x3: Any, zi3: Any, y3: Any, zf3: Any, nthreads: int) -> None:
     """y3, zf3 (zf3 may be None) = sosfilt of x3 along its middle axis, from zi3 (None: zeros).
     All arrays C-contiguous, of one dtype among _COMPUTE and one kind."""
     dt = _dtype_name(x3)
+    watch = math.prod(x3.shape) * f.S >= _WATCH_WORK
     if dt in _PART:
         x3, zi3, y3, zf3 = _parts(x3), _parts(zi3), _parts(y3), _parts(zf3)
-        fn = _forward_cc[dt] if f.cplx else _forward_c[_PART[dt]]
+        if f.cplx:
+            fn = _forward_ccb[dt] if watch else _forward_cc[dt]
+        else:
+            fn = (_forward_cb if watch else _forward_c)[_PART[dt]]
     else:
-        fn = _forward_c[dt]
-    fn(f.c, x3, nthreads, zi=zi3, y=y3, zf=zf3)
+        fn = (_forward_cb if watch else _forward_c)[dt]
+    if watch:
+        _watched(fn, f.c, x3, nthreads, zi=zi3, y=y3, zf=zf3)
+    else:
+        fn(f.c, x3, nthreads, zi=zi3, y=y3, zf=zf3)
+
+
+def _forward2_watched(name: str, c: Any, x2: Any, nthreads: int, zi: Any, y: Any, zf: Any) -> None:
+    """The 2-D last-axis sosfilt call of the common case, with the progress
+    callback when it is long (see _WATCH_WORK)."""
+    if math.prod(x2.shape) * int(c.shape[0]) >= _WATCH_WORK:
+        _watched(_forward2_cb[name], c, x2, nthreads, zi=zi, y=y, zf=zf)
+    else:
+        _forward2_c[name](c, x2, nthreads, zi=zi, y=y, zf=zf)
 
 
 def _filtfilt3(f: _Sos, x3: Any, y3: Any, edge: int, padtype: str | None, nthreads: int) -> None:
     """The one-kernel sosfiltfilt of ``[outer, n, inner]`` ``x3`` into ``y3``."""
     dt = _dtype_name(x3)
+    watch = 2 * math.prod(x3.shape) * f.S >= _WATCH_WORK
     if dt in _PART:
         x3, y3 = _parts(x3), _parts(y3)
-        fn = _filtfilt_cc[dt] if f.cplx else _filtfilt_c[_PART[dt]]
+        if f.cplx:
+            fn = _filtfilt_ccb[dt] if watch else _filtfilt_cc[dt]
+        else:
+            fn = (_filtfilt_cb if watch else _filtfilt_c)[_PART[dt]]
     else:
-        fn = _filtfilt_c[dt]
-    fn(f.c, f.zi(), x3, PADTYPES[padtype], edge, nthreads, y=y3)
+        fn = (_filtfilt_cb if watch else _filtfilt_c)[dt]
+    if watch:
+        _watched(fn, f.c, f.zi(), x3, PADTYPES[padtype], edge, nthreads, y=y3)
+    else:
+        fn(f.c, f.zi(), x3, PADTYPES[padtype], edge, nthreads, y=y3)
 
 
 def _backward3(f: _Sos, x3: Any, zi3: Any, gy3: Any, gzf3: Any, nthreads: int) -> tuple[Any, Any, Any]:
@@ -475,13 +525,18 @@ def _backward3(f: _Sos, x3: Any, zi3: Any, gy3: Any, gzf3: Any, nthreads: int) -
     dt = _dtype_name(x3)
     gx3 = _empty(tuple(x3.shape), dt, x3)
     gzi3 = _empty((f.S, int(x3.shape[0]), 2, int(x3.shape[2])), dt, x3)
+    # the adjoint is ~4 forward passes
+    table = _backward_cb if 4 * math.prod(x3.shape) * f.S >= _WATCH_WORK else _backward_c
     if dt in _PART:
-        fn = _backward_c[_PART[dt]]
+        fn = table[_PART[dt]]
         x3, zi3, gy3, gzf3, gx, gzi = _parts(x3), _parts(zi3), _parts(gy3), _parts(gzf3), _parts(gx3), _parts(gzi3)
     else:
-        fn = _backward_c[dt]
+        fn = table[dt]
         gx, gzi = gx3, gzi3
-    gsos = fn(f.c, x3, gy3, nthreads, zi=zi3, gzf=gzf3, gx=gx, gzi=gzi)[0]
+    if table is _backward_cb:
+        gsos = _watched(fn, f.c, x3, gy3, nthreads, zi=zi3, gzf=gzf3, gx=gx, gzi=gzi)[0]
+    else:
+        gsos = fn(f.c, x3, gy3, nthreads, zi=zi3, gzf=gzf3, gx=gx, gzi=gzi)[0]
     return gsos, gx3, gzi3
 
 
@@ -510,7 +565,10 @@ def sosfilt(
     (or ``dtype``, if given: e.g. ``numpy.float32`` to filter float32 data in
     float32 with a float64 ``sos``); real or complex. Differentiable in torch with
     respect to ``x``, ``sos`` and ``zi``. ``threads`` caps the threads (default:
-    :func:`tensorffi.get_num_threads`).
+    :func:`tensorffi.get_num_threads`). Ctrl-C stops a long call (>= 2^23 samples x
+    sections) within ~20 ms with ``KeyboardInterrupt``, as ``physics.nbody`` does;
+    shorter calls finish first. An interrupted call returns nothing: its outputs were
+    allocated for it and are dropped, partly written; ``x`` and ``zi`` are never written.
 
     >>> import torch, tensorffi.signal as tsig
     >>> sos = torch.tensor([[0.2, 0.4, 0.2, 1.0, -0.5, 0.3]])
@@ -558,10 +616,13 @@ def sosfilt(
         y = _empty_np(x.shape, dt)
         y2 = y if nd == 2 else y.reshape(outer, n)
         if zi is None:
-            _forward2_c[name](f.c, x2, nthreads, y=y2)
+            if x2.size * S < _WATCH_WORK:
+                _forward2_c[name](f.c, x2, nthreads, y=y2)
+            else:
+                _watched(_forward2_cb[name], f.c, x2, nthreads, y=y2)
             return y
         zf = np.empty(zi.shape, dt)
-        _forward2_c[name](f.c, x2, nthreads, zi=zi.reshape(S, outer, 2), y=y2, zf=zf.reshape(S, outer, 2))
+        _forward2_watched(name, f.c, x2, nthreads, zi.reshape(S, outer, 2), y2, zf.reshape(S, outer, 2))
         return y, zf
     lay = _Layout(x, axis_n)
     x3 = lay.to3(x)
@@ -693,7 +754,8 @@ def sosfiltfilt(
     filtered forward and backward from the steady state of its end samples, and
     trimmed back. Returns the caller's kind in dtype ``result_type(sos, x)`` (or
     ``dtype``), as :func:`sosfilt`. Differentiable in torch (with respect to ``x``
-    and ``sos``).
+    and ``sos``). Ctrl-C stops a long call as it stops :func:`sosfilt` (the result,
+    partly written, is dropped).
 
     >>> import numpy as np, tensorffi.signal as tsig
     >>> sos = np.array([[0.2, 0.4, 0.2, 1.0, -0.5, 0.3]])
@@ -840,7 +902,8 @@ def _op_sosfilt(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     nd = x.dim()
     name = _REAL_TORCH.get(x.dtype)
-    if name is not None and nd == 2 and (axis == -1 or axis == 1) and sos.dtype in _SOS_FAST and x.is_contiguous():
+    if (name is not None and nd == 2 and (axis == -1 or axis == 1) and sos.dtype in _SOS_FAST and x.is_contiguous()
+            and (x.numel() < _FAST_SAMPLES or x.numel() * sos.shape[0] < _WATCH_WORK)):
         # the commonest case, in one bridge call that allocates y and zf (C-contiguous,
         # like x); anything it refuses (a0 != 1, zi's shape or dtype...) is explained by
         # the general path below
@@ -867,11 +930,11 @@ def _op_sosfilt(
             nthreads = get_num_threads() if threads is None else resolve_threads(threads)
             try:
                 if nd == 2:
-                    _forward2_c[name](c, x, nthreads, zi=zi, y=y, zf=zf)
+                    _forward2_watched(name, c, x, nthreads, zi, y, zf)
                 else:
                     outer = math.prod(shape[:-1])
-                    _forward2_c[name](c, x.view(outer, n), nthreads, zi=None if zi is None else zi.view(S, outer, 2),
-                                      y=y.view(outer, n), zf=zf.view(S, outer, 2))
+                    _forward2_watched(name, c, x.view(outer, n), nthreads, None if zi is None else zi.view(S, outer, 2),
+                                      y.view(outer, n), zf.view(S, outer, 2))
             except InvalidArgumentError:
                 _sos_facts(sos, "sosfilt")  # a0: raises SciPy's message, with the function and the value
                 raise
