@@ -12,8 +12,9 @@ is dropped or truncated silently.
 Memory: paths and plain files are memory-mapped, bytes-like inputs are read in
 place; beyond the output, a call allocates bookkeeping proportional to the number
 of chunks (about 100 bytes per chunk of 0.25-8 MiB), never a Python object per
-value. File objects that are not plain files (a GzipFile, a pipe) are read into
-memory first. A memory-mapped file that another process truncates while it is
+value. Inputs without a size to map (a pipe, a FIFO, ``/dev/stdin``, ``/dev/fd/N``,
+a device, a ``/proc`` file whose stat size is 0, a GzipFile) are streamed through
+:func:`iter_csv`'s parser, never taken for empty. A memory-mapped file that another process truncates while it is
 parsed, or a source tensor whose storage is freed meanwhile, is a
 :class:`tensorffi.errors.NativeIOError` (an ``OSError``), not a crash: C reads the
 input under a SIGBUS/SIGSEGV guard (see csrc/parse.c), and a tensor source's
@@ -135,10 +136,17 @@ def read_csv(
     """Read a numeric CSV table into a contiguous 2-D tensor (rows x columns).
 
     Args:
-        source: a path (``str`` or ``os.PathLike``; the file is memory-mapped),
+        source: a path (``str`` or ``os.PathLike``; a regular file is memory-mapped),
             ``bytes``/``bytearray``/``memoryview``, a 1-D uint8 NumPy array or tensor,
             or a binary file object (read from its current position to its end;
-            memory-mapped when it is a plain file, otherwise read into memory).
+            memory-mapped when it is a plain file). An input without a size (a pipe,
+            a FIFO, ``/dev/stdin``, ``/dev/fd/N``, a device, a ``/proc`` file whose
+            stat size is 0, a GzipFile) is read to its end, streamed: the same table
+            and errors, parsed on one thread, in memory the table plus one chunk;
+            ``max_rows`` stops the reading there. ``/dev/null`` and an empty file
+            give a ``(0, 0)`` table, a header alone ``(0, columns)``; an endless
+            source is read until it ends, except that a record may not pass
+            :data:`MAX_RECORD_BYTES` (``/dev/zero``: a ParseError after 64 MiB).
         dtype: float32 (default), float64, float16 or bfloat16, as a torch dtype, a
             NumPy dtype or a name. Each value is rounded once, directly from its text.
         delimiter: the one-character (ASCII) field separator.
@@ -157,7 +165,8 @@ def read_csv(
         progress: True for a tqdm bar, or a callable ``f(done, total)`` called on the
             calling thread with integer bytes: first ``(0, total)``, last
             ``(total, total)``; an exception it raises (or Ctrl-C) stops the parse
-            promptly and reaches the caller.
+            promptly and reaches the caller. A streamed input (no size) reports
+            ``(bytes read, None)`` per chunk, then ``(n, n)``.
         like: ``"numpy"`` (or the ``numpy`` module, or ``np.ndarray``) returns a NumPy
             array; the default returns a torch tensor. bfloat16 needs torch.
         return_names: also return the column names (a list of ``str``, or None when
@@ -173,7 +182,10 @@ def read_csv(
             (1-based, in characters), ``offset`` (0-based byte) and ``text`` (the
             offending token or record).
         tensorffi.errors.NativeIOError: the input changed while it was read (a
-            memory-mapped file truncated, a source tensor's storage freed).
+            memory-mapped file truncated, a source tensor's storage freed), or a path
+            cannot be opened: then it is also a ``FileNotFoundError``,
+            ``PermissionError`` or ``IsADirectoryError`` (``errno`` and ``filename``
+            set; a socket is named as one), and the message names ``source``.
 
     Grammar: decimal numbers with an optional sign, ``.5`` and ``5.``, exponents
     (``1e5``, ``1E-5``, ``1e+05``), ``inf``/``infinity``/``nan`` in any case with a
@@ -635,11 +647,13 @@ def _as_array(source: Any, streams: bool = False) -> tuple["np.ndarray | _Blocks
     if type(source) is bytes:
         return np.frombuffer(source, dtype=np.uint8), "<bytes>"
     if isinstance(source, (str, os.PathLike)):
-        name = str(Path(source))
-        f = _open_source(source, "read_csv")
+        name = os.fspath(source)
+        f = _open_source(name, "read_csv")
         try:
-            if _file_size(f.fileno()) > 0:
-                return _map_file(f, 0), name
+            size = _file_size(f.fileno())
+            if size > 0:
+                with f:
+                    return _map_file(f, 0, size), name
         except BaseException:
             f.close()
             raise
@@ -708,7 +722,7 @@ def _open_source(source: Any, fn: str) -> Any:
     PermissionError, IsADirectoryError), with its errno and filename."""
     path = os.fspath(source)
     try:
-        return open(path, "rb", buffering=0)
+        return open(path, "rb", buffering=0)  # unbuffered: a pipe's blocks are read as they come
     except OSError as exc:
         reason = exc.strerror or str(exc)
         try:
@@ -724,8 +738,9 @@ def _open_source(source: Any, fn: str) -> Any:
         raise err from None
 
 
-def _map_file(f: Any, pos: int) -> np.ndarray:
-    size = os.fstat(f.fileno()).st_size
+def _map_file(f: Any, pos: int, size: int | None = None) -> np.ndarray:
+    if size is None:
+        size = os.fstat(f.fileno()).st_size
     if size <= pos:
         return np.empty(0, dtype=np.uint8)
     mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -1261,6 +1276,16 @@ def iter_csv(
     caller stops early, or at garbage collection. A path is opened and closed by the
     iterator; a file object stays open, read up to its end (or up to where the caller
     stopped, plus at most one block).
+
+    Files that change: a regular file is read up to its size when the iterator opened
+    it, as read_csv reads the size it maps; what is appended meanwhile is not read (a
+    half-written last record would be). A file truncated meanwhile (ending before that
+    size, or below what was already read) is a
+    :class:`~tensorffi.errors.NativeIOError`, read_csv's error for the same event,
+    whose message names the byte the file now ends at; the rows read completely
+    before it are yielded first, then the error is raised. Pipes, FIFOs, ``/proc``
+    files and other unsized inputs are read to their end. Paths that cannot be opened
+    raise as in :func:`read_csv`.
 
     >>> import io, tensorffi.io
     >>> data = io.BytesIO(b"t,v\\n0,0.5\\n1,1.5\\n2,2.5\\n")

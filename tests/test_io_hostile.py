@@ -11,7 +11,6 @@ import io
 import os
 import socket
 import subprocess
-import sys
 import threading
 
 import numpy as np
