@@ -103,7 +103,8 @@ class Bar:
         return max(v, 0)
 
     def __call__(self, done: Any, total: Any) -> None:
-        done, total = self._count(done), self._count(total)
+        # total None: not known yet (a stream), a counter without a percentage
+        done, total = self._count(done), None if total is None else self._count(total)
         bar = self._bar
         if bar is None:
             kind = bar_kind()
@@ -117,7 +118,7 @@ class Bar:
         elif total != bar.total:
             bar.total = total
         self.total = total
-        step = min(done, total) - bar.n
+        step = (done if total is None else min(done, total)) - bar.n
         if step > 0:
             bar.update(step)
             self.n = int(bar.n)

@@ -126,7 +126,26 @@ class StorageChangedError(TensorFFIError, RuntimeError):
 
 
 class NativeIOError(NativeError, OSError):
-    """TF_EIO: an operating-system I/O call failed."""
+    """TF_EIO: an operating-system I/O call failed, or the input changed while it was
+    read (a file truncated meanwhile). ``errno`` and ``filename`` are set where the
+    operating system gave them."""
+
+    def __str__(self) -> str:
+        # OSError formats "[Errno N] strerror: filename" once filename is set, dropping
+        # our message (which names the function and the argument, and says more)
+        return str(self.args[0]) if self.args else ""
+
+
+class SourceNotFoundError(NativeIOError, FileNotFoundError):
+    """A source path does not exist."""
+
+
+class SourcePermissionError(NativeIOError, PermissionError):
+    """A source path cannot be opened for reading (no read permission)."""
+
+
+class SourceIsADirectoryError(NativeIOError, IsADirectoryError):
+    """A source path is a directory."""
 
 
 class ParseError(NativeError, ValueError):

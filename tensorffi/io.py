@@ -12,8 +12,9 @@ is dropped or truncated silently.
 Memory: paths and plain files are memory-mapped, bytes-like inputs are read in
 place; beyond the output, a call allocates bookkeeping proportional to the number
 of chunks (about 100 bytes per chunk of 0.25-8 MiB), never a Python object per
-value. File objects that are not plain files (a GzipFile, a pipe) are read into
-memory first. A memory-mapped file that another process truncates while it is
+value. Inputs without a size to map (a pipe, a FIFO, ``/dev/stdin``, ``/dev/fd/N``,
+a device, a ``/proc`` file whose stat size is 0, a GzipFile) are streamed through
+:func:`iter_csv`'s parser, never taken for empty. A memory-mapped file that another process truncates while it is
 parsed, or a source tensor whose storage is freed meanwhile, is a
 :class:`tensorffi.errors.NativeIOError` (an ``OSError``), not a crash: C reads the
 input under a SIGBUS/SIGSEGV guard (see csrc/parse.c), and a tensor source's
@@ -47,6 +48,7 @@ from __future__ import annotations
 import io as _stdio
 import mmap
 import os
+import stat as _stat
 import threading
 import weakref
 from pathlib import Path
@@ -59,7 +61,14 @@ from ._bridge import lower as _lower
 from ._callbacks import CallbackScope
 from ._lib import native
 from .core import resolve_threads
-from .errors import NativeError, NativeIOError, ParseError
+from .errors import (
+    NativeError,
+    NativeIOError,
+    ParseError,
+    SourceIsADirectoryError,
+    SourceNotFoundError,
+    SourcePermissionError,
+)
 
 __all__ = ["read_csv", "ParseError"]
 
@@ -127,10 +136,17 @@ def read_csv(
     """Read a numeric CSV table into a contiguous 2-D tensor (rows x columns).
 
     Args:
-        source: a path (``str`` or ``os.PathLike``; the file is memory-mapped),
+        source: a path (``str`` or ``os.PathLike``; a regular file is memory-mapped),
             ``bytes``/``bytearray``/``memoryview``, a 1-D uint8 NumPy array or tensor,
             or a binary file object (read from its current position to its end;
-            memory-mapped when it is a plain file, otherwise read into memory).
+            memory-mapped when it is a plain file). An input without a size (a pipe,
+            a FIFO, ``/dev/stdin``, ``/dev/fd/N``, a device, a ``/proc`` file whose
+            stat size is 0, a GzipFile) is read to its end, streamed: the same table
+            and errors, parsed on one thread, in memory the table plus one chunk;
+            ``max_rows`` stops the reading there. ``/dev/null`` and an empty file
+            give a ``(0, 0)`` table, a header alone ``(0, columns)``; an endless
+            source is read until it ends, except that a record may not pass
+            :data:`MAX_RECORD_BYTES` (``/dev/zero``: a ParseError after 64 MiB).
         dtype: float32 (default), float64, float16 or bfloat16, as a torch dtype, a
             NumPy dtype or a name. Each value is rounded once, directly from its text.
         delimiter: the one-character (ASCII) field separator.
@@ -149,7 +165,8 @@ def read_csv(
         progress: True for a tqdm bar, or a callable ``f(done, total)`` called on the
             calling thread with integer bytes: first ``(0, total)``, last
             ``(total, total)``; an exception it raises (or Ctrl-C) stops the parse
-            promptly and reaches the caller.
+            promptly and reaches the caller. A streamed input (no size) reports
+            ``(bytes read, None)`` per chunk, then ``(n, n)``.
         like: ``"numpy"`` (or the ``numpy`` module, or ``np.ndarray``) returns a NumPy
             array; the default returns a torch tensor. bfloat16 needs torch.
         return_names: also return the column names (a list of ``str``, or None when
@@ -165,7 +182,10 @@ def read_csv(
             (1-based, in characters), ``offset`` (0-based byte) and ``text`` (the
             offending token or record).
         tensorffi.errors.NativeIOError: the input changed while it was read (a
-            memory-mapped file truncated, a source tensor's storage freed).
+            memory-mapped file truncated, a source tensor's storage freed), or a path
+            cannot be opened: then it is also a ``FileNotFoundError``,
+            ``PermissionError`` or ``IsADirectoryError`` (``errno`` and ``filename``
+            set; a socket is named as one), and the message names ``source``.
 
     Grammar: decimal numbers with an optional sign, ``.5`` and ``5.``, exponents
     (``1e5``, ``1E-5``, ``1e+05``), ``inf``/``infinity``/``nan`` in any case with a
@@ -225,6 +245,10 @@ def read_csv(
         buf, name, held = np.frombuffer(source, dtype=np.uint8), "<bytes>", None
     else:
         buf, name, held = _as_buffer(source)
+        if isinstance(buf, _Blocks):  # a pipe, a FIFO, a device, a /proc file, a GzipFile: no size to map
+            opts = _Options(dtype, delimiter, header, skiprows, usecols, comment, missing_value, max_rows, like,
+                            MAX_RECORD_BYTES)
+            return _read_stream(buf, opts, progress, return_names)
     try:
         result = _read(
             buf, name, kernel, want_numpy, delim, comment_code, header, skiprows, usecols, missing_value, limit,
@@ -320,10 +344,12 @@ class _Progress:
         self.active = self.want_bar or self.user is not None or held is not None
         self.bar: Any = None
         self.done = -1
+        self.total: int | None = None
 
-    def __call__(self, done: int, total: int) -> None:
-        if done != self.done:
-            self.done = done
+    def __call__(self, done: int, total: int | None) -> None:
+        # a stream's last report repeats its count with the total now known
+        if done != self.done or (total is not None and self.total is None):
+            self.done, self.total = done, total
             if self.want_bar:
                 self._draw(done, total)
             elif self.user is not None:
@@ -331,7 +357,7 @@ class _Progress:
         if self.held is not None:
             self.held.check()
 
-    def _draw(self, done: int, total: int) -> None:
+    def _draw(self, done: int, total: int | None) -> None:
         if self.bar is None:  # the bar that fits the host (tensorffi._progress)
             from ._progress import Bar
 
@@ -341,6 +367,44 @@ class _Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+#: Rows per chunk when read_csv streams an input without a size (then concatenated).
+_STREAM_ROWS = 65536
+
+
+def _read_stream(blocks: "_Blocks", opts: "_Options", progress: Any, return_names: bool) -> Any:
+    """read_csv of an input without a size (a pipe, a FIFO, a device, a /proc file, a
+    GzipFile): iter_csv's chunks, concatenated. The result, the names and the errors
+    are read_csv's (iter_csv's are, bit for bit); parsing is on one thread; memory is
+    the table plus one chunk (not the text), and max_rows stops the reading. The
+    progress callback gets ``(bytes read, None)`` while the size is unknown, then
+    ``(n, n)`` at the end."""
+    reporter = _Progress(progress, None)
+    assert isinstance(blocks, _FileBlocks)
+    chunks = CSVChunks(blocks, _STREAM_ROWS, opts)
+    parts: list[Any] = []
+    try:
+        with chunks:
+            if reporter.active:
+                reporter(0, None)
+            for part in chunks:
+                parts.append(part)
+                if reporter.active:
+                    reporter(blocks.delivered, None)
+            if reporter.active:
+                reporter(blocks.delivered, blocks.delivered)
+        layout = chunks._layout
+    finally:
+        reporter.close()
+    assert layout is not None
+    if len(parts) == 1:
+        table = parts[0]
+    elif parts:
+        table = np.concatenate(parts) if opts.want_numpy else torch.cat(parts)
+    else:
+        table = _allocate(opts.kernel, opts.want_numpy, 0, layout.cols)[1]
+    return (table, None if layout.names is None else list(layout.names)) if return_names else table
 
 
 class _HeldStorage:
@@ -569,21 +633,34 @@ def _count_arg(value: Any, what: str) -> int:
     return int(value)
 
 
-def _as_buffer(source: Any) -> tuple[np.ndarray, str, "_HeldStorage | None"]:
+def _as_buffer(source: Any) -> tuple["np.ndarray | _Blocks", str, "_HeldStorage | None"]:
     """The input as a 1-D uint8 array (memory-mapped for files), a name for errors, and
-    for a tensor source its storage, held and checked (C must not read freed memory)."""
-    buf, name = _as_array(source)
+    for a tensor source its storage, held and checked (C must not read freed memory).
+    An input without a size to map (a pipe, a device, a /proc file, a GzipFile) comes
+    back as its blocks, to be streamed."""
+    buf, name = _as_array(source, streams=True)
     held = _HeldStorage(source) if isinstance(source, torch.Tensor) else None
     return buf, name, held
 
 
-def _as_array(source: Any) -> tuple[np.ndarray, str]:
+def _as_array(source: Any, streams: bool = False) -> tuple["np.ndarray | _Blocks", str]:
     if type(source) is bytes:
         return np.frombuffer(source, dtype=np.uint8), "<bytes>"
     if isinstance(source, (str, os.PathLike)):
-        path = Path(source)
-        with open(path, "rb") as f:
-            return _map_file(f, 0), str(path)
+        name = os.fspath(source)
+        f = _open_source(name, "read_csv")
+        try:
+            size = _file_size(f.fileno())
+            if size > 0:
+                with f:
+                    return _map_file(f, 0, size), name
+        except BaseException:
+            f.close()
+            raise
+        # st_size 0 is an empty file or one whose size is not known (/proc, FIFOs,
+        # devices, /dev/fd/N of a pipe): read it to its end; for an empty file that
+        # is one read() that returns nothing.
+        return _FileBlocks(f, name, owned=True), name
     if isinstance(source, (bytes, bytearray)):
         return np.frombuffer(source, dtype=np.uint8), "<bytes>"
     if isinstance(source, memoryview):
@@ -608,11 +685,13 @@ def _as_array(source: Any) -> tuple[np.ndarray, str]:
             return data, "<BytesIO>"
         # Map only real files: a GzipFile, say, has the fileno() of its compressed file.
         raw = source.raw if isinstance(source, (_stdio.BufferedReader, _stdio.BufferedRandom)) else source
-        if isinstance(raw, _stdio.FileIO) and _is_regular(raw.fileno()):
+        if isinstance(raw, _stdio.FileIO) and _file_size(raw.fileno()) > 0:
             pos = source.tell()
             arr = _map_file(raw, pos)
             source.seek(0, os.SEEK_END)
             return arr, name
+        if streams:
+            return _FileBlocks(source, name, owned=False), name
         data = source.read()
         if not isinstance(data, (bytes, bytearray)):
             raise TypeError(f"read_csv needs a binary file object, but read() returned {type(data).__name__}")
@@ -623,14 +702,45 @@ def _as_array(source: Any) -> tuple[np.ndarray, str]:
     )
 
 
-def _is_regular(fileno: int) -> bool:
-    import stat
+def _file_size(fileno: int) -> int:
+    """The size of a regular file; 0 for anything else, and for files whose size the
+    system does not know (/proc): those are read, not mapped."""
+    st = os.fstat(fileno)
+    return st.st_size if _stat.S_ISREG(st.st_mode) else 0
 
-    return stat.S_ISREG(os.fstat(fileno).st_mode)
+
+_OPEN_ERRORS: tuple[tuple[type[OSError], type[NativeIOError]], ...] = (
+    (FileNotFoundError, SourceNotFoundError),
+    (PermissionError, SourcePermissionError),
+    (IsADirectoryError, SourceIsADirectoryError),
+)
 
 
-def _map_file(f: Any, pos: int) -> np.ndarray:
-    size = os.fstat(f.fileno()).st_size
+def _open_source(source: Any, fn: str) -> Any:
+    """Open a source path for reading (unbuffered); what open() raises becomes a
+    NativeIOError naming the argument, still of the builtin's class (FileNotFoundError,
+    PermissionError, IsADirectoryError), with its errno and filename."""
+    path = os.fspath(source)
+    try:
+        return open(path, "rb", buffering=0)  # unbuffered: a pipe's blocks are read as they come
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        try:
+            if _stat.S_ISSOCK(os.stat(path).st_mode):  # open() says only "No such device or address"
+                reason = "is a socket, not a file"
+        except OSError:
+            pass
+        if isinstance(exc, IsADirectoryError):
+            reason = "is a directory, not a file"
+        cls = next((ours for builtin, ours in _OPEN_ERRORS if isinstance(exc, builtin)), NativeIOError)
+        err = cls(f"{fn}: source {path!r} cannot be read: {reason} [Errno {exc.errno}]", -9, fn)
+        err.errno, err.strerror, err.filename = exc.errno, exc.strerror, path
+        raise err from None
+
+
+def _map_file(f: Any, pos: int, size: int | None = None) -> np.ndarray:
+    if size is None:
+        size = os.fstat(f.fileno()).st_size
     if size <= pos:
         return np.empty(0, dtype=np.uint8)
     mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -774,14 +884,47 @@ class _FileBlocks(_Blocks):
         self.name = name
         self.owned = owned
         self.left = limit
+        self.delivered = 0
         self.scratch = np.empty(0, dtype=np.uint8)
         self.readinto = getattr(f, "readinto1", None) or getattr(f, "readinto", None)
+        # A regular file is read up to its size now, as read_csv maps it: what is
+        # appended meanwhile is not read (a half-written last record would be), and
+        # ending before that size means the file was truncated under us.
+        self.start, self.size = 0, -1
+        raw = f.raw if isinstance(f, (_stdio.BufferedReader, _stdio.BufferedRandom)) else f
+        if isinstance(raw, _stdio.FileIO) and not raw.closed:
+            size = _file_size(raw.fileno())
+            if size > 0:
+                self.start, self.size = f.tell(), size
+                sized = max(0, size - self.start)
+                self.left = sized if self.left is None else min(self.left, sized)
 
     def read(self, n: int) -> Any:
         if self.left is not None:
             n = min(n, self.left)
             if n <= 0:
                 return self.scratch[:0]
+        block = self._read(n)
+        got = int(block.shape[0])
+        if got == 0 and self.size >= 0 and self.left:
+            self._truncated()
+        self.delivered += got
+        if self.left is not None:
+            self.left -= got
+        return block
+
+    def _truncated(self) -> None:
+        at = self.start + self.delivered
+        try:
+            now = os.fstat(self.f.fileno()).st_size
+        except (OSError, ValueError):
+            now = at
+        raise NativeIOError(
+            f"{self.name}: the file was truncated while it was read: it now ends at byte {now}, but it had "
+            f"{self.size} bytes when it was opened (the reader was at byte {at}) [TF_EIO]", -9, "iter_csv",
+        )
+
+    def _read(self, n: int) -> Any:
         if self.readinto is not None:
             if self.scratch.shape[0] < n or self.scratch.shape[0] > 4 * n:  # grown for a long record: shrink
                 self.scratch = np.empty(n, dtype=np.uint8)
@@ -802,8 +945,6 @@ class _FileBlocks(_Blocks):
             if not isinstance(data, (bytes, bytearray)):
                 raise TypeError(f"iter_csv needs a binary file object, but read() returned {type(data).__name__}")
             block = np.frombuffer(data, dtype=np.uint8)
-        if self.left is not None:
-            self.left -= int(block.shape[0])
         return block
 
     def close(self) -> None:
@@ -816,8 +957,12 @@ def _open_blocks(source: Any) -> _Blocks:
     """The blocks of any source read_csv accepts; paths are opened here (and closed
     with the stream); file objects are read from their current position."""
     if isinstance(source, (str, os.PathLike)):
-        path = Path(source)
-        return _FileBlocks(open(path, "rb", buffering=0), str(path), owned=True)
+        f = _open_source(source, "iter_csv")
+        try:
+            return _FileBlocks(f, str(Path(source)), owned=True)
+        except BaseException:
+            f.close()
+            raise
     if isinstance(source, torch.Tensor):
         if source.dtype != torch.uint8 or source.dim() != 1 or source.device.type != "cpu":
             raise TypeError(f"a tensor source must be a 1-D uint8 CPU tensor, got {source.dtype}, {tuple(source.shape)}")
@@ -882,6 +1027,7 @@ class CSVChunks:
         self._block = _MIN_BLOCK
         self._fed = False
         self._done = False
+        self._pending: BaseException | None = None  # raised by the next chunk, after this one's rows
         self._handle: Any = None
         try:
             skip = opts.skiprows if layout is None else 0
@@ -1039,6 +1185,9 @@ class CSVChunks:
             self._start()
         layout, opts = self._layout, self._opts
         assert layout is not None
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            raise pending
         if layout.empty or self._left == 0:
             return None
         want = self._chunk_rows if self._left < 0 else min(self._chunk_rows, self._left)
@@ -1050,7 +1199,13 @@ class CSVChunks:
             filled += got
             if filled == want or self._eof:
                 break
-            self._feed(stalled=got == 0)
+            try:
+                self._feed(stalled=got == 0)
+            except NativeIOError as exc:  # truncated: the rows read so far first, then the error
+                if filled == 0:
+                    raise
+                self._pending = exc
+                break
         if filled == 0:
             return None
         if self._left > 0:
@@ -1121,6 +1276,16 @@ def iter_csv(
     caller stops early, or at garbage collection. A path is opened and closed by the
     iterator; a file object stays open, read up to its end (or up to where the caller
     stopped, plus at most one block).
+
+    Files that change: a regular file is read up to its size when the iterator opened
+    it, as read_csv reads the size it maps; what is appended meanwhile is not read (a
+    half-written last record would be). A file truncated meanwhile (ending before that
+    size, or below what was already read) is a
+    :class:`~tensorffi.errors.NativeIOError`, read_csv's error for the same event,
+    whose message names the byte the file now ends at; the rows read completely
+    before it are yielded first, then the error is raised. Pipes, FIFOs, ``/proc``
+    files and other unsized inputs are read to their end. Paths that cannot be opened
+    raise as in :func:`read_csv`.
 
     >>> import io, tensorffi.io
     >>> data = io.BytesIO(b"t,v\\n0,0.5\\n1,1.5\\n2,2.5\\n")

@@ -1196,8 +1196,8 @@ def test_file_truncated_after_mapping_is_an_error(tmp_path, rng, monkeypatch, pa
     path = big_file(tmp_path, rng, rows=200 if size == 1000 else 20000)
     real_map = tio._map_file
 
-    def map_then_truncate(f, pos):
-        arr = real_map(f, pos)
+    def map_then_truncate(f, pos, *size):
+        arr = real_map(f, pos, *size)
         os.truncate(path, 100)
         return arr
 
