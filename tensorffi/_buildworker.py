@@ -445,7 +445,7 @@ def build(
         output = "\n".join(failures).strip()
         clash = sorted(set(re.findall(r"conflicting types for [\u2018'\"](\w+)[\u2019'\"]", output)))
         lead = f"compiling {recipe.name} failed:"
-        python_names = _python_clashes(wrapper_output)
+        python_names = _python_clashes(wrapper_output, cdef)
         if python_names:
             output = clean(wrapper_output).strip()
             shown = ", ".join(python_names)
@@ -620,24 +620,20 @@ def _is_parameter_name(name: str, s: Statement) -> bool:
     return False
 
 
-def _python_clashes(output: str) -> list[str]:
-    """Names of the user's that the compiler found declared differently by Python's
-    headers (the note about the previous declaration points into them)."""
+def _python_clashes(output: str, cdef: str) -> list[str]:
+    """Python C API names (``Py*``, ``_Py*``, ``PY*``) that the user's declarations
+    define and the compiler found declared differently by Python's headers (an error
+    naming them, with a note pointing into those headers)."""
     includes = tuple(os.path.normpath(p) + "/" for p in _python_include())
+    if not any(line.lstrip().startswith(includes) and "note:" in line for line in output.splitlines()):
+        return []
+    declared = set(re.findall(r"\b(_?Py\w*|PY\w*)\b", cdef))
     names: list[str] = []
-    lines = output.splitlines()
-    for i, line in enumerate(lines):
-        m = re.search(r"(?:conflicting types for|redefinition of|typedef redefinition with different types)"
-                      r".*?[\u2018'\"](\w+)[\u2019'\"]", line)
-        if not m:
-            m = re.search(r"[\u2018'\"](\w+)[\u2019'\"] redeclared as different kind of symbol", line)
-        if not m:
-            continue
-        for note in lines[i + 1:i + 8]:
-            if "note:" in note and note.lstrip().startswith(includes):
-                if m.group(1) not in names:
-                    names.append(m.group(1))
-                break
+    for line in output.splitlines():
+        if "error:" in line:
+            for name in re.findall(r"\b(_?Py\w*|PY\w*)\b", line.split("error:", 1)[1]):
+                if name in declared and name not in names:
+                    names.append(name)
     return names
 
 

@@ -340,7 +340,7 @@ def compile(
     The cache (:mod:`tensorffi.cache`) is keyed by content: this call's options, the
     text of every file the compiler read (its own dependency output, so an edited
     header rebuilds), the compiler, and the Python, cffi and tensorffi versions. A
-    module that fails to load (a truncated file) is rebuilt once. Concurrent builds
+    module that fails to load or its sha256 check (a truncated or swapped file) is rebuilt. Concurrent builds
     of one module wait on a file lock and the result is renamed into place.
 
     The compiler's warnings that mean wrong code are errors (:class:`~tensorffi.BuildError`

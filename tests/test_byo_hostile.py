@@ -111,7 +111,9 @@ def test_a_bad_cache_size_is_a_cache_error(monkeypatch):
 # --------------------------------------------------------------------------- #
 
 
-def test_a_type_named_like_a_python_h_type_is_named(tmp_path):
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_a_type_named_like_a_python_h_type_is_named(tmp_path, monkeypatch, cc):
+    monkeypatch.setenv("CC", cc)
     with pytest.raises(tensorffi.BuildError) as err:
         tensorffi.compile("pyobj", source="typedef struct { int x; } PyObject;\nint getx(const PyObject *o) { return o->x; }\n",
                           cache=tmp_path / "cache")
