@@ -132,11 +132,31 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line; return the exit status.
+
+    A mistake in what was given (an argument, ``$TENSORFFI_CACHE_SIZE``, a cache folder
+    that is a file, unsafe or unwritable) is one line on stderr and status 2, as
+    argparse does for its own errors; a traceback means a bug in tensorffi.
+    """
+    from .errors import TensorFFIError
+
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
+    if args.command == "cache" and args.dir is not None and not args.dir.strip():
+        parser.error("cache --dir: the folder name is empty")
+    if args.command == "bench" and not (0 < args.seconds < float("inf")):
+        parser.error(f"bench --seconds: must be a positive number of seconds, got {args.seconds}")
+    try:
+        return _run(args)
+    except (TensorFFIError, OSError) as exc:
+        print(f"tensorffi: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "cache":
         return cache_command(args.action, args.dir, args.json)
     if args.command == "info":

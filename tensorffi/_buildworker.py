@@ -80,6 +80,7 @@ class Built:
     system: dict[str, list[int]]  # system headers it read: path -> [size, mtime_ns]
     cdef: str  # the declarations the module was built with
     seconds: dict[str, float]
+    warnings: str = ""  # what the compiler warned about in the user's files (it built)
 
 
 # --------------------------------------------------------------------------- #
@@ -113,6 +114,31 @@ def compiler_identity() -> str:
         ident = f"{' '.join(cc)}|{real}|{st.st_size}|{st.st_mtime_ns}|{env}"
     _identity[env] = ident
     return ident
+
+
+# Warnings that mean the compiled code is wrong (a call through an implicit ``int f()``
+# truncates a double or a pointer; a missing return hands back garbage): errors in
+# every file of a build, the user's and the wrapper. Only flags the compiler knows:
+# gcc stops on an unknown -Werror=, clang merely warns.
+STRICT_COMMON = [
+    "-Werror=implicit-function-declaration",
+    "-Werror=implicit-int",
+    "-Werror=incompatible-pointer-types",
+    "-Werror=int-conversion",
+    "-Werror=return-type",
+]
+STRICT_GCC = ["-Werror=builtin-declaration-mismatch"]  # double sqrt(int);
+STRICT_CLANG = ["-Werror=incompatible-function-pointer-types", "-Werror=incompatible-library-redeclaration"]
+
+
+def strict_flags(predefined: Mapping[str, str]) -> list[str]:
+    """The wrong-code warnings made errors, for the compiler whose predefined macros
+    are ``predefined`` (``cc -E -dM``)."""
+    if "__clang__" in predefined:
+        return STRICT_COMMON + STRICT_CLANG
+    if "__GNUC__" in predefined:
+        return STRICT_COMMON + STRICT_GCC
+    return []  # another compiler: its own defaults (its spelling of these flags is unknown)
 
 
 def _python_include() -> list[str]:
@@ -272,13 +298,17 @@ def build(
             cc + flags + isystem + ["-E", "-MD", "-MF", "p.d", "-MT", "x", "preamble.c", "-o", "p.i"], workdir, "preamble"
         )
     failures = []
-    rc, out = probe.wait()
-    predefined = dict(re.findall(r"^#define (\w+) (.*)$", out, re.M)) if rc == 0 else {}
-    search = _search_dirs(out)
+    rc, probe_out = probe.wait()
+    predefined = dict(re.findall(r"^#define (\w+) (.*)$", probe_out, re.M)) if rc == 0 else {}
+    search = _search_dirs(probe_out)
+    strict = strict_flags(predefined)
+    warned: list[str] = []
     for job in jobs + [j for j in (header_job, preamble_job) if j is not None]:
         rc, out = job.wait()
         if rc != 0:
             failures.append(clean(out))
+        elif out.strip() and job.what != "preamble":
+            warned.append(clean(out))
     if failures:
         raise BuildError(f"compiling {recipe.name} failed:\n" + "\n".join(failures).strip(), "\n".join(failures))
     dep_files = [f"u{k}.d" for k in range(len(units))] + (["h.d"] if header_job else []) + (["p.d"] if preamble_job else [])
@@ -329,6 +359,7 @@ def build(
         cdef = opaque + body
         derived_preamble = None  # the wrapper includes the header itself
     else:
+        _refuse_knr([s for st in scans for s in st if s.user and s.kind == "knr" and not s.static])
         exported = _unique([s for st in scans for s in st if s.user and s.kind == "function" and not s.static])
         if not exported:
             where = ", ".join(n for _, n in units) or "no file"
@@ -372,7 +403,7 @@ def build(
         if declared_here and not inline_with_cdef:
             text += _agreement_check(scans[k], declared_here, decls, predefined)
         checked.write_text(text)
-        compile_jobs.append(_start(cc + flags + ["-c", "-x", "cpp-output", checked.name, "-o", f"u{k}.o"], workdir, path))
+        compile_jobs.append(_start(cc + flags + strict + ["-c", "-x", "cpp-output", checked.name, "-o", f"u{k}.o"], workdir, path))
 
     # 4. the cffi wrapper
     shim_decls = [d for d in decls.functions.values() if has_array_params(d) and not d.variadic]
@@ -398,19 +429,32 @@ def build(
         raise declaration_error(str(exc), cdef) from None
     wrapper = workdir / "module.c"
     recompiler.make_c_source(ffi, modname, preamble + "\n" + "\n".join(d for _, d in shims) + "\n", str(wrapper))
-    strict = ["-Werror=implicit-function-declaration", "-Werror=incompatible-pointer-types", "-Werror=int-conversion"]
     isystem = [a for p in _python_include() for a in ("-isystem", p)]
     compile_jobs.append(_start(cc + flags + isystem + strict + ["-c", "module.c", "-o", "module.o"], workdir, "module.c"))
     failures = []
+    wrapper_output = ""
     for job in compile_jobs:
         rc, out = job.wait()
+        if job.what == "module.c":
+            wrapper_output = out
         if rc != 0:
             failures.append(clean(out) if job.what != "module.c" else _wrapper_failure(clean(out)))
+        elif out.strip() and job.what != "module.c":
+            warned.append(clean(out))
     if failures:
         output = "\n".join(failures).strip()
         clash = sorted(set(re.findall(r"conflicting types for [\u2018'\"](\w+)[\u2019'\"]", output)))
         lead = f"compiling {recipe.name} failed:"
-        if clash:
+        python_names = _python_clashes(wrapper_output, cdef)
+        if python_names:
+            output = clean(wrapper_output).strip()
+            shown = ", ".join(python_names)
+            lead = (
+                f"compiling {recipe.name} failed: your type {shown} has the name of a type of Python.h, which the "
+                f"generated wrapper includes to bind your functions; rename {shown} in your C (names starting "
+                f"with Py, _Py or PY belong to Python's C API):"
+            )
+        elif clash:
             lead = (
                 f"compiling {recipe.name} failed: the declaration of {', '.join(clash)} does not match "
                 f"its definition (calling through a wrong declaration would corrupt memory):"
@@ -430,7 +474,7 @@ def build(
     _check_symbols(so, decls, recipe, [n for _, n in units])
     timing["link"] = time.perf_counter() - t0 - timing["preprocess"] - timing["scan"] - timing["compile"]
 
-    return Built(so, modname, deps, system, cdef, timing)
+    return Built(so, modname, deps, system, cdef, timing, "\n".join(w.strip() for w in warned))
 
 
 def _search_dirs(verbose_output: str) -> list[str]:
@@ -453,6 +497,23 @@ def _include_name(path: str, search: list[str]) -> str:
         if path.startswith(d + "/"):
             return f"<{path[len(d) + 1:]}>"
     return '"' + path.replace('"', '\\"') + '"'
+
+
+def _refuse_knr(heads: list[Statement]) -> None:
+    """K&R definitions (``int add(a, b) int a; int b; {...}``) say nothing a caller can
+    trust: their arguments are promoted (a ``float`` parameter is passed as a
+    ``double``), so a prototype read from them would be a wrong call. Without a cdef
+    or a header to state the prototype, they are refused by name."""
+    if heads:
+        s = heads[0]
+        names = ", ".join(repr(h.name) for h in heads)
+        raise DeclarationError(
+            f"{s.file}:{s.line}: {names} {'is a K&R-style definition' if len(heads) == 1 else 'are K&R-style definitions'} "
+            f"(parameter types declared after the parameter list): K&R definitions need a prototype to be bound. "
+            f"Declare the parameters' types inside the parentheses ('int add(int a, int b) {{...}}' for "
+            f"'int add(a, b) int a; int b; {{...}}'), or give the prototype in a cdef or a header=",
+            file=s.file, line=s.line, column=s.tokens[0].col,
+        )
 
 
 def _check_names(exported: list[Statement]) -> None:
@@ -557,6 +618,23 @@ def _is_parameter_name(name: str, s: Statement) -> bool:
         if t.text == name and i + 1 < len(toks) and toks[i + 1].text in (",", ")", "["):
             return True
     return False
+
+
+def _python_clashes(output: str, cdef: str) -> list[str]:
+    """Python C API names (``Py*``, ``_Py*``, ``PY*``) that the user's declarations
+    define and the compiler found declared differently by Python's headers (an error
+    naming them, with a note pointing into those headers)."""
+    includes = tuple(os.path.normpath(p) + "/" for p in _python_include())
+    if not any(line.lstrip().startswith(includes) and "note:" in line for line in output.splitlines()):
+        return []
+    declared = set(re.findall(r"\b(_?Py\w*|PY\w*)\b", cdef))
+    names: list[str] = []
+    for line in output.splitlines():
+        if "error:" in line:
+            for name in re.findall(r"\b(_?Py\w*|PY\w*)\b", line.split("error:", 1)[1]):
+                if name in declared and name not in names:
+                    names.append(name)
+    return names
 
 
 def _wrapper_failure(output: str) -> str:

@@ -508,7 +508,7 @@ class Token:
 class Statement:
     """One top-level declaration or function definition of a preprocessed file."""
 
-    kind: str  # "function" (a definition), "prototype", "type" or "other"
+    kind: str  # "function" (a definition), "prototype", "type", "knr" (a K&R definition's head) or "other"
     tokens: list[Token]
     user: bool  # from the user's own files (not a system header)
     name: str = ""  # the function's name (function, prototype)
@@ -757,6 +757,12 @@ def _classify(tokens: list[Token], user: bool, body: bool) -> Statement:
             while rest and rest[0].text == ")":
                 rest = rest[1:]
             if rest and rest[0].text == "(":
+                end = _skip_group(rest, 0, "(", ")")
+                inside = [r.text for r in rest[1:end - 1]]
+                if end < len(rest) and inside and all(_is_ident(x) or x == "," for x in inside):
+                    # `int add(a, b) int a` is the head of a K&R definition (its
+                    # parameter declarations follow, then the body)
+                    return Statement("knr", clean, user, names[0], static=is_static)
                 return Statement("prototype", [t for t in clean if t.text != "static"], user, names[0],
                                  static=is_static, uses=_uses(clean))
             break

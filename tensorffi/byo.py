@@ -50,6 +50,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -60,11 +61,11 @@ from ._buildworker import Recipe, build, compiler_identity
 from ._decl import parse_declarations
 from ._shims import SHIM_PREFIX, abi_shim_cdef, has_array_params
 from ._version import __version__
-from .errors import BuildError, LibraryMismatchError
+from .errors import BuildError, BuildWarning, CacheError, CacheWarning, LibraryMismatchError
 from .library import Library, check_contracts
 
 # Bumped whenever the way modules are generated changes (part of every cache key).
-BUILD_FORMAT = 3  # 3: modules carry trampolines (tensorffi._shims)
+BUILD_FORMAT = 4  # 3: modules carry trampolines (tensorffi._shims); 4: wrong-code warnings are errors, manifests hash the module
 HANDLE_FORMAT = 1
 _RECIPE_HISTORY = 8  # module variants remembered per recipe (e.g. a header edited back and forth)
 
@@ -254,7 +255,19 @@ def _install_library(data: bytes, sha: str) -> Path:
     """A carried library written into this process's cache (by hash), for dlopen."""
     if _sha(data) != sha:
         raise LibraryMismatchError("the library carried by a portable handle is corrupt (hash mismatch)", "", sha, _sha(data))
-    root = _cache.directory()
+    try:
+        root = _cache.directory()
+        return _write_library(root, data, sha)
+    except CacheError as exc:
+        if exc.refused:
+            raise
+        failure = exc
+    except OSError as exc:
+        failure = _cache.unusable(root, exc)
+    return _write_library(_private_root(failure), data, sha)
+
+
+def _write_library(root: Path, data: bytes, sha: str) -> Path:
     path = _cache.subdir(root, "libs") / f"{sha}.so"
     if not path.exists() or _file_sha(str(path)) != sha:
         _cache.write_atomic(path, data)
@@ -327,8 +340,21 @@ def compile(
     The cache (:mod:`tensorffi.cache`) is keyed by content: this call's options, the
     text of every file the compiler read (its own dependency output, so an edited
     header rebuilds), the compiler, and the Python, cffi and tensorffi versions. A
-    module that fails to load (a truncated file) is rebuilt once. Concurrent builds
+    module that fails to load or its sha256 check (a truncated or swapped file) is rebuilt. Concurrent builds
     of one module wait on a file lock and the result is renamed into place.
+
+    The compiler's warnings that mean wrong code are errors (:class:`~tensorffi.BuildError`
+    with its message at your file and line): a call to a function without a
+    prototype, pointer/integer and incompatible-pointer conversions, a missing
+    ``return``, implicit ``int``, a mis-declared builtin. Other warnings of a build
+    are shown as a :class:`~tensorffi.BuildWarning` (not again on a cached load). A
+    cached module is checked against the sha256 recorded when it was built; one
+    replaced or damaged on disk is rebuilt. Where the cache cannot be written
+    (read-only, full, under a file) the module is built in a private temporary
+    folder instead, with a :class:`~tensorffi.CacheWarning` saying why. A type named
+    like one of ``Python.h`` (which the wrapper includes) is a ``BuildError`` naming
+    it; a K&R definition without a cdef is a :class:`~tensorffi.DeclarationError`
+    naming the function (its prototype cannot be read from it).
 
     The build runs in this process (the C compiler is the only program started, in
     a private folder): nothing in the current directory is imported or executed.
@@ -383,7 +409,9 @@ def compile(
         cache=None if cache is None else os.path.abspath(os.fspath(cache)),
         portable=portable,
     )
-    module, manifest, deps = _obtain(recipe, files, _cache.directory(cache), from_disk=True, verbose=verbose)
+    module, manifest, deps, warned = _obtain_somewhere(recipe, files, cache, from_disk=True, verbose=verbose)
+    if warned:
+        warnings.warn(BuildWarning(f"the C compiler warned while building {name!r}:\n{warned}"), stacklevel=2)
     state.update(cdef=manifest["cdef"], key=manifest["module"], files=deps)
     if portable:
         state["binary"] = Path(module.__file__).read_bytes()
@@ -420,19 +448,30 @@ def _open_compiled(state: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, An
             if local not in roots:
                 roots.append(local)
         if not roots:
-            roots.append(_cache.directory())  # raises the reason
+            try:
+                roots.append(_cache.directory())
+            except CacheError as exc:
+                if exc.refused:
+                    raise
+                roots.append(_private_root(exc))
         for root in roots:
-            so = root / (key + ".so")
-            if so.exists():
+            so = _verified(root, key)
+            if so is not None:
                 with contextlib.suppress(ImportError, OSError):
                     module = _import_extension(key, so)
                     _cache.touch(root / (key + ".json"))
                     break
         if module is None and state.get("binary") is not None:
-            module = _install_module(roots[0], key, state)
+            try:
+                module = _install_module(roots[0], key, state)
+            except OSError as exc:
+                module = _install_module(_private_root(_cache.unusable(roots[0], exc)), key, state)
         if module is None:
             recipe = Recipe(**state["recipe"])
-            module, manifest, _ = _obtain(recipe, state["files"], roots[0], from_disk=False, verbose=False)
+            module, manifest, _, warned = _obtain_somewhere(recipe, state["files"], state.get("cache"), from_disk=False,
+                                                            verbose=False, root=roots[0])
+            if warned:
+                warnings.warn(BuildWarning(f"the C compiler warned while rebuilding {recipe.name!r}:\n{warned}"), stacklevel=3)
             state = dict(state, cdef=manifest["cdef"])
     return _library_args(module, state["cdef"], state)
 
@@ -441,10 +480,10 @@ def _install_module(root: Path, key: str, state: dict[str, Any]) -> Any:
     """The module carried by a portable handle, written into the cache under its key."""
     so = root / (key + ".so")
     with _cache.locked(root, key):
-        if not so.exists():
+        if _verified(root, key) is None:
             _cache.write_atomic(so, state["binary"])
             manifest = dict(
-                name=state["recipe"]["name"], module=key, recipe="(carried)", cdef=state["cdef"],
+                name=state["recipe"]["name"], module=key, recipe="(carried)", cdef=state["cdef"], sha256=_sha(state["binary"]),
                 deps=[[p, _sha(d)] for p, d in state["files"].items()], created=time.time(), carried=True,
             )
             _cache.write_atomic(root / (key + ".json"), json.dumps(manifest).encode())
@@ -494,53 +533,124 @@ def _same_stat(path: str, size: int, mtime_ns: int) -> bool:
     return st.st_size == size and st.st_mtime_ns == mtime_ns
 
 
-def _obtain(recipe: Recipe, files: Mapping[str, bytes], root: Path, *, from_disk: bool, verbose: bool) -> tuple[Any, dict[str, Any], dict[str, bytes]]:
-    """(module, manifest, files read) for ``recipe``: cached, or built now (once more if
-    the cached module does not load)."""
+def _obtain_somewhere(recipe: Recipe, files: Mapping[str, bytes], cache: str | os.PathLike[str] | None, *, from_disk: bool,
+                      verbose: bool, root: Path | None = None) -> tuple[Any, dict[str, Any], dict[str, bytes], str]:
+    """:func:`_obtain` in the cache, or, where the cache cannot be used (read-only, full,
+    not a folder: a :class:`~tensorffi.CacheWarning` says why), in this process's
+    private temporary folder. A refused cache (unsafe, a bad setting) stays an error."""
+    try:
+        if root is None:
+            root = _cache.directory(cache)
+        return _obtain(recipe, files, root, from_disk=from_disk, verbose=verbose)
+    except CacheError as exc:
+        if exc.refused:
+            raise
+        failure = exc
+    except OSError as exc:
+        failure = _cache.unusable(root if root is not None else Path(os.fspath(cache or ".")), exc)
+    private = _private_root(failure)
+    try:
+        return _obtain(recipe, files, private, from_disk=from_disk, verbose=verbose)
+    except OSError as exc:
+        raise BuildError(f"cannot build {recipe.name!r}: {failure}; and in the private folder {private}: {exc}") from None
+
+
+_private: list[Path] = []
+
+
+def _private_root(failure: CacheError) -> Path:
+    """This process's private build folder (removed at exit), with a warning saying
+    why the cache is not used."""
+    if not _private:
+        import atexit
+
+        try:
+            path = Path(tempfile.mkdtemp(prefix="tensorffi-cache-"))
+        except OSError as exc:
+            raise CacheError(f"{failure}; and no private temporary folder can be made either: {exc}",
+                             failure.path, failure.reason) from None
+        atexit.register(shutil.rmtree, path, True)
+        _private.append(path)
+    warnings.warn(CacheWarning(f"{failure}; building in the private temporary folder {_private[0]} instead "
+                               f"(removed at exit: the next process builds again)"), stacklevel=4)
+    return _private[0]
+
+
+def _verified(root: Path, key: str) -> Path | None:
+    """The cached module ``key``, if its file is the one its manifest records (sha256):
+    a module replaced by another one, or damaged, is never loaded."""
+    so = root / (key + ".so")
+    manifest = _cache.read_json(root / (key + ".json"))
+    if not manifest or not manifest.get("sha256"):
+        return None
+    try:
+        found = _file_sha(str(so))
+    except OSError:
+        return None
+    return so if found == manifest["sha256"] else None
+
+
+def _obtain(recipe: Recipe, files: Mapping[str, bytes], root: Path, *, from_disk: bool, verbose: bool) -> tuple[Any, dict[str, Any], dict[str, bytes], str]:
+    """(module, manifest, files read, compiler warnings) for ``recipe``: cached, or built
+    now. A cached module that fails its identity check (its sha256 is not the one
+    recorded when it was built) or does not load is removed and rebuilt."""
     t0 = time.perf_counter()
     recipe_key = _recipe_key(recipe, files)
     found = _find(root, recipe_key, recipe.name, files, from_disk)
+    stale = False
     if found is not None:
         manifest, deps = found
         key = manifest["module"]
         try:
-            module = _import_extension(key, root / (key + ".so"))
+            so = _verified(root, key)
+            if so is None:
+                raise ImportError("its file is not the module that was built (sha256 differs)")
+            module = _import_extension(key, so)
         except (ImportError, OSError) as exc:
             if verbose:
                 print(f"tensorffi: cached module {key} does not load ({exc}); rebuilding", file=sys.stderr)
-            _cache.remove_module(root, key)
+            with _cache.locked(root, f"{recipe.name}-{recipe_key[:24]}"):
+                if _verified(root, key) is None:  # not already rebuilt by another process
+                    _cache.remove_module(root, key)
+            stale = True
         else:
             _cache.touch(root / (key + ".json"))
             if verbose:
                 print(f"tensorffi: {recipe.name}: cached {key} ({(time.perf_counter() - t0) * 1e3:.1f} ms)", file=sys.stderr)
-            return module, manifest, deps
+            return module, manifest, deps, ""
+    warned = ""
     with _cache.locked(root, f"{recipe.name}-{recipe_key[:24]}"):
         found = _find(root, recipe_key, recipe.name, files, from_disk)  # built meanwhile?
         if found is None:
-            manifest, deps = _build_into(root, recipe, recipe_key, None if from_disk else files, verbose)
+            manifest, deps, warned = _build_into(root, recipe, recipe_key, None if from_disk else files, verbose)
         else:
             manifest, deps = found
     key = manifest["module"]
     try:
-        module = _import_extension(key, root / (key + ".so"))
+        # a module whose load failed here may stay mapped under its path: load the
+        # rebuilt one through a path of its own
+        module = _import_extension(key, root / (key + ".so"), fresh_path=stale)
     except (ImportError, OSError) as exc:
         _cache.remove_module(root, key)
         raise BuildError(f"the module built for {recipe.name!r} does not load: {exc}") from None
-    return module, manifest, deps
+    return module, manifest, deps, warned
 
 
-def _build_into(root: Path, recipe: Recipe, recipe_key: str, files: Mapping[str, bytes] | None, verbose: bool) -> tuple[dict[str, Any], dict[str, bytes]]:
+def _build_into(root: Path, recipe: Recipe, recipe_key: str, files: Mapping[str, bytes] | None, verbose: bool) -> tuple[dict[str, Any], dict[str, bytes], str]:
     t0 = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="tmp.", dir=root))
+    so = None
     try:
         built = build(recipe, work, lambda deps, system: _module_name(recipe.name, recipe_key, deps, system), files)
         key = built.modname
+        sha = _file_sha(str(built.path))
         so = root / (key + ".so")
         os.replace(built.path, so)
         manifest = dict(
             name=recipe.name,
             module=key,
             recipe=recipe_key,
+            sha256=sha,
             cdef=built.cdef,
             deps=[[p, _sha(d)] for p, d in built.deps.items()],
             system=[[p, *f] for p, f in built.system.items()],
@@ -554,31 +664,51 @@ def _build_into(root: Path, recipe: Recipe, recipe_key: str, files: Mapping[str,
         index = _cache.read_json(index_path) or {}
         keys = [key] + [k for k in index.get("modules", []) if k != key]
         _cache.write_atomic(index_path, json.dumps(dict(modules=keys[:_RECIPE_HISTORY])).encode())
+    except OSError:
+        if so is not None:  # a full disk: no module without its manifest left behind
+            _cache.remove_module(root, so.stem)
+        raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
     _cache.prune(root, keep=key)
     if verbose:
         steps = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in built.seconds.items())
         print(f"tensorffi: built {key} in {(time.perf_counter() - t0) * 1e3:.0f} ms ({steps})", file=sys.stderr)
-    return manifest, built.deps
+    return manifest, built.deps, built.warnings
 
 
 _loaded: dict[str, Any] = {}
 _import_lock = threading.Lock()
 
 
-def _import_extension(modname: str, path: Path) -> Any:
+def _import_extension(modname: str, path: Path, fresh_path: bool = False) -> Any:
     with _import_lock:
         module = _loaded.get(modname)
         if module is not None:
             return module
-        spec = importlib.util.spec_from_file_location(modname, path)
-        if spec is None or spec.loader is None:  # pragma: no cover
-            raise ImportError(f"cannot load compiled module {path}")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        _loaded[modname] = module
-        return module
+        if not fresh_path:
+            return _exec_extension(modname, path)
+        # the dynamic loader reuses an object already mapped from the same path (a
+        # replaced module that failed to load here): load the new file through a link
+        alias = Path(tempfile.mkdtemp(prefix="tmp.", dir=path.parent)) / path.name
+        try:
+            try:
+                os.link(path, alias)
+            except OSError:
+                shutil.copyfile(path, alias)
+            return _exec_extension(modname, alias)
+        finally:
+            shutil.rmtree(alias.parent, ignore_errors=True)
+
+
+def _exec_extension(modname: str, path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(modname, path)
+    if spec is None or spec.loader is None:  # pragma: no cover
+        raise ImportError(f"cannot load compiled module {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    _loaded[modname] = module
+    return module
 
 
 __all__ = ["compile", "load", "cache_dir"]

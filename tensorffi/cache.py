@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from .errors import BuildError
+from .errors import CacheError
 
 DEFAULT_LIMIT = 1 << 30
 MODULE_PREFIX = "_tf_"
@@ -52,7 +52,7 @@ _checked: dict[str, Path] = {}
 def directory(override: str | os.PathLike[str] | None = None) -> Path:
     """The cache folder: ``override``, ``$TENSORFFI_CACHE_DIR``, or
     ``$XDG_CACHE_HOME/tensorffi`` (``~/.cache/tensorffi``). Created with mode 0700;
-    refused (:class:`~tensorffi.BuildError`) if another user owns it or others can
+    refused (:class:`~tensorffi.CacheError`, a ``BuildError``) if another user owns it or others can
     write to it."""
     if override is not None:
         path = Path(override)
@@ -62,16 +62,34 @@ def directory(override: str | os.PathLike[str] | None = None) -> Path:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         path = Path(base) / "tensorffi"
     path = Path(os.path.abspath(path))
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    st = path.stat()
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = path.stat()
+    except OSError as exc:
+        raise unusable(path, exc) from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise CacheError(f"cache directory {path} is not a folder", str(path), "not a folder")
     if st.st_uid != os.getuid():
-        raise BuildError(f"cache directory {path} belongs to another user (uid {st.st_uid}); refusing to load code from it")
+        raise CacheError(f"cache directory {path} belongs to another user (uid {st.st_uid}); refusing to load code from it",
+                         str(path), "owned by another user", refused=True)
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise BuildError(
+        raise CacheError(
             f"cache directory {path} is writable by other users (mode {stat.S_IMODE(st.st_mode):o}); "
-            f"refusing to load code from it (chmod 700 it, or set TENSORFFI_CACHE_DIR)"
+            f"refusing to load code from it (chmod 700 it, or set TENSORFFI_CACHE_DIR)",
+            str(path), "writable by other users", refused=True,
         )
     return path
+
+
+def unusable(path: Path, exc: OSError) -> CacheError:
+    """The error for a cache folder the system will not let us use (read-only, full,
+    under a file, no permission)."""
+    reason = exc.strerror or str(exc)
+    if isinstance(exc, FileExistsError):
+        reason = f"{exc.filename or path} is a file, not a folder"
+    elif isinstance(exc, NotADirectoryError):
+        reason = f"a part of {exc.filename or path} is a file, not a folder"
+    return CacheError(f"cache directory {path} is unusable: {reason}", str(path), reason)
 
 
 def limit() -> int:
@@ -88,9 +106,13 @@ def limit() -> int:
         mult = scale[text[-2].upper()]
         text = text[:-2]
     try:
-        return int(float(text) * mult)
+        value = float(text) * mult
     except ValueError:
-        raise BuildError(f"TENSORFFI_CACHE_SIZE must be a size like 500M or 2G, got {os.environ['TENSORFFI_CACHE_SIZE']!r}") from None
+        value = float("nan")
+    if not (0 <= value < float("inf")):  # nan, inf and negative sizes too
+        raise CacheError(f"TENSORFFI_CACHE_SIZE must be a size like 500M or 2G, got {os.environ['TENSORFFI_CACHE_SIZE']!r}",
+                         reason="bad TENSORFFI_CACHE_SIZE", refused=True)
+    return int(value)
 
 
 def subdir(root: Path, name: str) -> Path:

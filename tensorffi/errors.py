@@ -76,6 +76,31 @@ class BuildError(TensorFFIError, RuntimeError):
         self.output = output
 
 
+class CacheError(BuildError):
+    """The build cache cannot be used: refused (another user owns it, others may write
+    to it) or unusable (not a folder, read-only, full). ``path`` is the folder and
+    ``reason`` what is wrong with it. :func:`tensorffi.compile` builds in a private
+    temporary folder instead where the cache is only unusable (a :class:`CacheWarning`);
+    ``refused`` is true where using it would be unsafe or a setting is wrong (never a
+    fallback)."""
+
+    def __init__(self, message: str, path: str = "", reason: str = "", *, refused: bool = False) -> None:
+        super().__init__(message)
+        self.path = path
+        self.reason = reason
+        self.refused = refused  # a decision (ownership, permissions, a setting), not a failing disk
+
+
+class BuildWarning(UserWarning):
+    """The C compiler warned about a user's code that still built (the warnings that
+    mean wrong code are errors: see :func:`tensorffi.compile`)."""
+
+
+class CacheWarning(UserWarning):
+    """The build cache is unusable (read-only, full, not a folder): the module was
+    built in a private temporary folder and will be rebuilt by the next process."""
+
+
 class LibraryMismatchError(BuildError):
     """A library handle was re-opened where its library is missing or differs from the
     one it was made from (``path``; ``expected`` and ``found`` are content hashes)."""
@@ -214,5 +239,5 @@ def error_for_status(code: int, function: str, message: str = "", *, native: boo
 __all__ = [
     name
     for name, obj in list(globals().items())
-    if isinstance(obj, type) and issubclass(obj, Exception)
-] + ["error_for_status", "register_codes", "CODE_CLASSES", "CODE_NAMES", "CLASS_OF_NAME"]
+    if isinstance(obj, type) and issubclass(obj, Exception) and not issubclass(obj, Warning)
+] + ["BuildWarning", "CacheWarning"] + ["error_for_status", "register_codes", "CODE_CLASSES", "CODE_NAMES", "CLASS_OF_NAME"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -83,3 +84,43 @@ def test_cache_command_is_kept(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == str(tmp_path)
     assert cli.main(["cache", "list", "--dir", str(tmp_path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["modules"] == []
+
+
+def _bad_inputs(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("not a folder")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    return [
+        ({"TENSORFFI_CACHE_SIZE": "bogus"}, ["cache", "list", "--dir", str(tmp_path / "c")], "TENSORFFI_CACHE_SIZE"),
+        ({"TENSORFFI_CACHE_SIZE": "inf"}, ["cache", "list", "--dir", str(tmp_path / "c")], "TENSORFFI_CACHE_SIZE"),
+        ({}, ["cache", "list", "--dir", str(afile)], "is a file, not a folder"),
+        ({}, ["cache", "clear", "--dir", str(afile / "x")], "is a file, not a folder"),
+        ({"TENSORFFI_CACHE_DIR": str(afile)}, ["cache", "path"], "is a file, not a folder"),
+        ({}, ["cache", "list", "--dir", str(shared)], "writable by other users"),
+        ({}, ["cache", "clear", "--dir", ""], "--dir: the folder name is empty"),
+        ({}, ["bench", "--seconds", "-1"], "--seconds: must be a positive"),
+    ]
+
+
+def test_bad_inputs_are_one_line_and_status_2(tmp_path, monkeypatch, capsys):
+    for env, argv, what in _bad_inputs(tmp_path):
+        with monkeypatch.context() as m:
+            for k, v in env.items():
+                m.setenv(k, v)
+            try:
+                rc = cli.main(argv)
+            except SystemExit as exc:  # argparse's own errors
+                rc = exc.code
+        err = capsys.readouterr().err
+        assert rc == 2, (argv, err)
+        last = err.strip().splitlines()[-1]
+        assert last.startswith("tensorffi") and "error: " in last and what in last, (argv, err)
+        assert "Traceback" not in err
+
+
+def test_a_bad_cache_size_in_a_fresh_process_is_one_line(tmp_path):
+    out = run("cache", "list", "--dir", str(tmp_path), env=dict(os.environ, TENSORFFI_CACHE_SIZE="bogus"))
+    assert out.returncode == 2
+    assert out.stderr.strip() == "tensorffi: error: TENSORFFI_CACHE_SIZE must be a size like 500M or 2G, got 'bogus'"
