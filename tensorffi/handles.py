@@ -65,7 +65,7 @@ class _State:
     """What a handle and its finalizer share (nothing refers back to the Handle)."""
 
     __slots__ = ("ptr", "ctype", "name", "destroy", "lock", "users", "closed", "destroyed", "kept", "tokens",
-                 "errors", "check_status")
+                 "tensors", "errors", "check_status")
 
     def __init__(self, ptr: Any, ctype: Any, name: str, destroy: Callable[[Any], Any],
                  check_status: Callable[[Any], None] | None) -> None:
@@ -80,6 +80,7 @@ class _State:
         # what C keeps (buffers, callbacks), one entry per registration: token -> (key, held)
         self.kept: dict[int, tuple[Any, Any]] = {}
         self.tokens = 0
+        self.tensors: tuple[Kept, ...] | None = ()  # the kept tensors (None: to recompute)
         self.errors: list[BaseException] = []  # raised by callbacks, waiting for the next call
         self.check_status = check_status
 
@@ -112,12 +113,14 @@ class _State:
         with self.lock:
             self.tokens += 1
             self.kept[self.tokens] = (key, obj)
+            self.tensors = None
             return self.tokens
 
     def drop(self, token: int) -> None:
         """Forget one registration (C refused it: it keeps nothing of that call)."""
         with self.lock:
             self.kept.pop(token, None)
+            self.tensors = None
 
     def release(self, key: Any) -> None:
         """C gave back one registration under ``key`` (the latest)."""
@@ -125,22 +128,29 @@ class _State:
             for token in reversed(list(self.kept)):
                 if self.kept[token][0] == key:
                     del self.kept[token]
+                    self.tensors = None
                     return
 
-    def kept_arrays(self) -> list[Kept]:
+    def _kept_tensors(self) -> tuple[Kept, ...]:
+        """The kept tensors, computed when registrations change (not on every
+        "acquire" call, which may run once per frame)."""
         with self.lock:
-            return [obj for _, obj in self.kept.values() if isinstance(obj, Kept)]
+            if self.tensors is None:
+                self.tensors = tuple(obj for _, obj in self.kept.values()
+                                     if isinstance(obj, Kept) and isinstance(obj.value, torch.Tensor))
+            return self.tensors
 
     def written_kept(self) -> list[torch.Tensor]:
         """The tensors this handle keeps that C writes (their version counters are
         bumped when a declared "acquire" call returns)."""
-        return [k.value for k in self.kept_arrays() if k.written and isinstance(k.value, torch.Tensor)]
+        return [k.value for k in self._kept_tensors() if k.written]
 
     def check_kept(self, where: str) -> None:
         """Before an "acquire" call: every kept tensor still addresses the memory C
         writes (torch can swap a storage's memory: ``share_memory_()``, ``set_()``)."""
-        for k in self.kept_arrays():
-            k.check(where)
+        for k in self._kept_tensors():
+            if k.value.data_ptr() != k.address:
+                k.moved(where)
 
     def store_error(self, exc: BaseException) -> None:
         with self.lock:
@@ -167,6 +177,7 @@ class _State:
         finally:
             with self.lock:
                 self.kept.clear()  # only now: C may have used them until its destructor returned
+                self.tensors = None
         if raise_errors:
             if self.check_status is not None:
                 self.check_status(result)
@@ -348,14 +359,13 @@ class Kept:
     def __init__(self, value: Any, block: Any, address: int, written: bool, where: str) -> None:
         self.value, self.block, self.address, self.written, self.where = value, block, address, written, where
 
-    def check(self, where: str) -> None:
-        v = self.value
-        if isinstance(v, torch.Tensor) and v.numel() and v.data_ptr() != self.address:
-            raise LayoutError(
-                f"{where}: the tensor passed as {self.where} no longer holds the memory C writes (its storage was "
-                f"moved, e.g. by share_memory_() or set_(), after C kept it); C still writes the original "
-                f"tensorffi.buffer memory, which the handle holds. Keep the buffer as it is while C keeps it"
-            )
+    def moved(self, where: str) -> None:
+        """Raise: the tensor no longer holds the memory C writes."""
+        raise LayoutError(
+            f"{where}: the tensor passed as {self.where} no longer holds the memory C writes (its storage was "
+            f"moved, e.g. by share_memory_() or set_(), after C kept it); C still writes the original "
+            f"tensorffi.buffer memory, which the handle holds. Keep the buffer as it is while C keeps it"
+        )
 
 
 def kept_block(value: Any, address: int, where: str) -> Any:

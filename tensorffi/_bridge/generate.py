@@ -600,6 +600,22 @@ class _Gen:
             self.maybe.add(sym)
         self.dedent()
 
+    def bind_shapes(self, arrays: list[Param], optional: bool) -> list[tuple[Param, list[tuple[int, Dim]], bool]]:
+        """Bind the shape symbols of the given arrays with a shape, required ones or
+        (``optional``) the ones that may be None, guarded; (array, deferred products,
+        conditional) for each."""
+        products: list[tuple[Param, list[tuple[int, Dim]], bool]] = []
+        for p in arrays:
+            if p.shape is None or p.optional != optional:
+                continue
+            if optional:
+                self.emit(f"if {p.pyname} is not None:")
+                self.indent()
+            products.append((p, self.bind_shape(p, f"_s{p.index}", optional), optional))
+            if optional:
+                self.dedent()
+        return products
+
     def generate_call(self) -> Callable[..., Any]:
         plan = self.plan
         P = plan.params
@@ -631,16 +647,7 @@ class _Gen:
         array_var = {p.name: p.pyname for p in P if p.kind == "array"}
 
         self.emit_arrays(inputs)
-        products: list[tuple[Param, list[tuple[int, Dim]], bool]] = []
-        for p in inputs:
-            if p.shape is not None and not p.optional:
-                products.append((p, self.bind_shape(p, f"_s{p.index}", False), False))
-        for p in inputs:
-            if p.shape is not None and p.optional:
-                self.emit(f"if {p.pyname} is not None:")
-                self.indent()
-                products.append((p, self.bind_shape(p, f"_s{p.index}", True), True))
-                self.dedent()
+        products = self.bind_shapes(inputs, optional=False) + self.bind_shapes(inputs, optional=True)
         for p in outs:
             self.emit(f"if {p.pyname} is not None:")
             self.indent()
@@ -976,17 +983,9 @@ class _Gen:
         when given), the caller's size arguments and the fills that define sizes (they
         may shape an output), then check the products that had to wait for them.
         Returns what emit_fills returns."""
-        products: list[tuple[Param, list[tuple[int, Dim]], bool]] = []
-        for p in arrays:
-            if p.shape is not None and not p.optional:
-                products.append((p, self.bind_shape(p, f"_s{p.index}", False), False))
+        products = self.bind_shapes(arrays, optional=False)
         self.emit_size_args(args)
-        for p in arrays:
-            if p.shape is not None and p.optional:
-                self.emit(f"if {p.pyname} is not None:")
-                self.indent()
-                products.append((p, self.bind_shape(p, f"_s{p.index}", True), True))
-                self.dedent()
+        products += self.bind_shapes(arrays, optional=True)
         fills = self.emit_fills({p.name: p.pyname for p in arrays}, lambda p: None, defining=True)
         for p, deferred, conditional in products:
             if deferred:
