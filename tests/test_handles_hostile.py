@@ -321,6 +321,19 @@ def test_contracts_the_call_could_not_honour_are_refused_at_bind_time(role_so, f
         tensorffi.load(role_so, ROLE_CDEF, contracts)
 
 
+@pytest.mark.parametrize("contract", ["p: ?; p: acquire", "p: ?; p: acquire; y: release",
+                                      "p: ?; y: release; return: value"])
+def test_an_optional_handle_left_out_is_no_handle(role_so, contract):
+    # found by the role-combination property test: an absent optional void * handle
+    # reached the kept-memory check as an unbound name
+    lib = tensorffi.load(role_so, ROLE_CDEF, {"o_open": "return: handle(o_close)", "f_value": contract})
+    n = int(np.random.default_rng().integers(1, 9))
+    y = torch.zeros(n, dtype=torch.float64)
+    assert lib.f_value(y=y, count=n, p=None) == n
+    with lib.o_open() as h:
+        assert lib.f_value(y=y, count=n, p=h) == n
+
+
 def test_release_needs_a_handle_to_give_back_to(cache):
     with pytest.raises(ContractError, match="has no handle parameter"):
         tensorffi.compile("hostile_release", "int give(float *buf, int64_t n);",

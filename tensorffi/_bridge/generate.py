@@ -354,8 +354,7 @@ class _Gen:
     def emit_array(self, p: Param) -> None:
         """Prepare array parameter ``p`` (named by its pyname) into _a/_k/_s/_w/_n/_b."""
         i, v = p.index, p.pyname
-        if self.handle_capable and p.dtype == "any" and p.shape is None:
-            # a bare void * may be an opaque handle
+        if self.may_be_handle(p):
             self.emit(f"_h{i} = None")
             self.emit(f"if _type({v}) is {self.const(Handle, 'Handle')}:")
             self.indent()
@@ -401,6 +400,12 @@ class _Gen:
         i = p.index
         self.emit(f"_a{i} = _b{i} = 0")
         self.emit(f"_k{i} = _s{i} = _w{i} = _n{i} = None")
+        if self.may_be_handle(p):
+            self.emit(f"_h{i} = None")  # no handle: nothing to check or hold
+
+    def may_be_handle(self, p: Param) -> bool:
+        """A bare ``void *`` of a call may carry an opaque tensorffi.Handle."""
+        return self.handle_capable and p.dtype == "any" and p.shape is None
 
     def carg(self, p: Param) -> str:
         """The expression passed to C for array parameter ``p`` (an address in _a)."""
