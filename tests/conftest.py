@@ -23,6 +23,18 @@ from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase, MultiplexedDatabase, ReadOnlyDatabase
 
 TESTS = Path(__file__).resolve().parent
+
+# Tests never write into the user's real cache of compiled modules (~/.cache/tensorffi):
+# unless the run names one, every compile() of the run builds into a private folder,
+# removed at the end. Tests that need their own cache still set their own.
+if not os.environ.get("TENSORFFI_CACHE_DIR"):
+    import atexit
+    import shutil
+    import tempfile
+
+    _RUN_CACHE = tempfile.mkdtemp(prefix="tensorffi-test-cache-")
+    os.environ["TENSORFFI_CACHE_DIR"] = _RUN_CACHE
+    atexit.register(shutil.rmtree, _RUN_CACHE, True)
 HYPOTHESIS_DB = TESTS / "hypothesis-db"
 
 _database = MultiplexedDatabase(
