@@ -227,7 +227,7 @@ class Handle:
 
     @property
     def ctype(self) -> str:
-        """The C type of the pointer ("struct device *")."""
+        """The C type of the pointer (``"struct device *"``)."""
         return str(self._state.ctype.cname)
 
     @property
