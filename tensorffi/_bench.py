@@ -184,8 +184,10 @@ def tour(say: Say = print, seconds: float = 40.0) -> int:
     budget = seconds / 4
     with tempfile.TemporaryDirectory(prefix="tensorffi-bench-") as tmp:
         work = Path(tmp)
-        for step in (lambda: _call_overhead(say, work, budget), lambda: _sosfilt(say, budget),
-                     lambda: _read_csv(say, work, budget), lambda: _nbody(say, budget)):
+        steps: tuple[Callable[[], None], ...] = (
+            lambda: _call_overhead(say, work, budget), lambda: _sosfilt(say, budget),
+            lambda: _read_csv(say, work, budget), lambda: _nbody(say, budget))
+        for step in steps:
             step()
             say("")
     here = benchmarks_dir()

@@ -37,7 +37,7 @@ def _on_progress_error(exc_type: Any, exc_value: BaseException | None, tb: Any) 
     return 1
 
 
-@ffi.def_extern(error=1, onerror=_on_progress_error)
+@ffi.def_extern(error=1, onerror=_on_progress_error)  # type: ignore[untyped-decorator]
 def tf_py_progress(handle: Any, done: int, total: int) -> int:
     scope: CallbackScope = ffi.from_handle(handle)
     return scope.report(done, total)

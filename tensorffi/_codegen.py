@@ -26,8 +26,8 @@ def build(source: str, namespace: dict[str, Any], *, function: str, label: str) 
         filename = f"<tensorffi {label} #{next(_counter)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), namespace)
-    fn = namespace[function]
-    fn.__tensorffi_source__ = source
+    fn: Callable[..., Any] = namespace[function]
+    fn.__tensorffi_source__ = source  # type: ignore[attr-defined]
     return fn
 
 

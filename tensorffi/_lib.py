@@ -10,7 +10,7 @@ from ._decl import parse_declarations
 from ._version import __version__
 
 try:
-    from . import _native  # type: ignore[attr-defined]
+    from . import _native
 except ImportError as exc:  # pragma: no cover - exercised only on broken installs
     raise ImportError(
         "tensorffi's native module (tensorffi._native) is not built or cannot be loaded: "
@@ -34,7 +34,7 @@ errors.register_codes({name: int(getattr(lib, name)) for name in dir(lib) if nam
 
 def last_error() -> str:
     """The calling thread's last native error message."""
-    return ffi.string(lib.tf_last_error()).decode("utf-8", "replace")
+    return str(ffi.string(lib.tf_last_error()).decode("utf-8", "replace"))
 
 
 @lru_cache(maxsize=None)

@@ -65,7 +65,7 @@ def bar_kind() -> str:
 def _tqdm(kind: str) -> Any:
     if kind == "widget":
         try:
-            from tqdm.notebook import IProgress, tqdm as notebook_tqdm  # type: ignore[attr-defined]
+            from tqdm.notebook import IProgress, tqdm as notebook_tqdm
 
             if IProgress is not None:
                 return notebook_tqdm

@@ -122,7 +122,7 @@ class BoundFunction:
         for fn in {id(self.call): self.call, id(self.python_call): self.python_call}.values():
             fn.__qualname__ = fn.__name__ = self.name
             fn.__doc__ = self.doc()
-            fn.__wrapped_bridge__ = self  # type: ignore[attr-defined]
+            fn.__wrapped_bridge__ = self  # type: ignore[union-attr]
         if native_call is not None:
             native_call.__signature__ = inspect.signature(self.python_call)
             native_call.__python_path__ = self.python_call
@@ -209,7 +209,8 @@ class BoundFunction:
             return fn
         native_fn.__qualname__ = native_fn.__name__ = self.name
         native_fn.__python_path__ = fn  # what it hands the calls it does not accept as they are
-        return native_fn
+        out: Callable[..., Any] = native_fn
+        return out
 
     def shape_rule(self, hidden: Mapping[str, Callable[[], Any]] | None = None) -> Callable[..., Any]:
         """The operator's shape rule (see :func:`shape_rule`)."""

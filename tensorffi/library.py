@@ -120,7 +120,7 @@ class Library:
         return Struct(self.ffi, self.declarations, type_name, **fields)
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
-        bound = self.__dict__.get("_bound")
+        bound: dict[str, Callable[..., Any]] | None = self.__dict__.get("_bound")
         if bound is not None and name in bound:
             return bound[name]
         if name.startswith("_") or bound is None:

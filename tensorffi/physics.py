@@ -193,6 +193,7 @@ def _integrate(
     batched, b, n = _check_shapes(fname, pos, vel, mass)
     if copy:
         if kind == "torch":
+            assert isinstance(pos, torch.Tensor) and isinstance(vel, torch.Tensor)
             pos = pos.detach().clone(memory_format=torch.contiguous_format)
             vel = vel.detach().clone(memory_format=torch.contiguous_format)
         else:
@@ -202,6 +203,7 @@ def _integrate(
         # The grad-mode check is the operator's (tensorffi.ops.define); under no_grad a
         # tensor that requires grad may be written, as by built-in in-place operators.
         # detach() shares the version counter, which the bridge bumps.
+        assert isinstance(pos, torch.Tensor) and isinstance(vel, torch.Tensor)
         pos, vel = pos.detach(), vel.detach()
     pos3, vel3 = (pos, vel) if batched else (pos[None], vel[None])
     mass2 = _batched_mass(mass if batched else mass[None], b, n)

@@ -41,7 +41,7 @@ _ndarray = np.ndarray
 _increment_version = torch._C._increment_version
 _FFI = cffi.FFI()  # its CData type; any FFI can view NumPy memory
 try:  # NumPy addresses: a compiled module's cast and from_buffer are C functions (cffi.FFI's are Python)
-    from .._native import ffi as _CFFI  # type: ignore[attr-defined]
+    from .._native import ffi as _CFFI
 except ImportError:  # pragma: no cover - only on a broken install (tensorffi._lib explains)
     _CFFI = _FFI
 _INTPTR = _CFFI.typeof("intptr_t")
