@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: MIT
 """CFFI (API mode, out-of-line) builder for ``tensorffi._native``.
 
-The declarations are read from ``cdefs/`` in the order below; the C sources in
-``csrc/`` are compiled as real translation units behind the one public header
-``csrc/tensorffi.h``. Strict warnings (``-Wall -Wextra -Werror``) are applied to this
-extension only, never through global CFLAGS, so a declaration in ``cdefs/`` that
-disagrees with ``csrc/tensorffi.h`` fails the build instead of crashing later.
+The declarations are written once, in ``cdefs/``, read in the order below; the C
+sources in ``csrc/`` are compiled as real translation units behind the one public
+header ``csrc/tensorffi.h``, which includes the same files (all but ``python.h``, the
+cffi-only ``extern "Python"`` declarations). Strict warnings (``-Wall -Wextra
+-Werror``) are applied to this extension only, never through global CFLAGS, so a C
+definition that disagrees with its declaration fails the build instead of crashing
+later.
 
 Environment:
     TENSORFFI_NATIVE=1   compile for this machine (``-march=native``); the default
@@ -32,13 +34,15 @@ CDEF_DIR = ROOT / "cdefs"
 CSRC_DIR = ROOT / "csrc"
 
 # Order matters: types before their users, callbacks last (they use every module's
-# types). tests/test_build.py fails if a file in cdefs/ is missing from this list.
+# types); csrc/tensorffi.h includes them in the same order. tests/test_build.py fails if
+# a file in cdefs/ is missing from this list.
 CDEF_ORDER = [
     "core.h",  # status codes, errors, build facts, self-test kernels
     "signal.h",  # IIR filtering
     "physics.h",  # particle simulation
     "parse.h",  # numeric CSV parsing
-    "callbacks.h",  # extern "Python" progress/cancellation
+    "callbacks.h",  # progress/cancellation: the callback type and its self-tests
+    "python.h",  # extern "Python": the C -> Python functions cffi generates (cffi only)
 ]
 
 

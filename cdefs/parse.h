@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* parse: numeric CSV parsing. Mirrored from csrc/tensorffi.h (section "parse"). */
+/* parse: numeric CSV parsing (parse.c).
+ * Written once: cffi reads this file to build tensorffi._native (build_ffi.py) and
+ * csrc/tensorffi.h includes it, so the C sources and Python see the same declarations. */
 
 /* Numeric CSV to tensors. Small inputs take one call (tf_parse_small_*, below); larger
  * ones three (tensorffi/io.py drives them):

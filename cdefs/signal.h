@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* signal: IIR filtering, mirrored from csrc/tensorffi.h (section "signal"). */
+/* signal: IIR filtering (signal.c).
+ * Written once: cffi reads this file to build tensorffi._native (build_ffi.py) and
+ * csrc/tensorffi.h includes it, so the C sources and Python see the same declarations. */
 
 /* Padding of sosfiltfilt's extended signal (SciPy's padtype). */
 enum {

@@ -26,7 +26,27 @@ def test_every_cdef_file_is_in_the_build_order():
     build_ffi = _builder()
     on_disk = sorted(p.name for p in (ROOT / "cdefs").glob("*.h"))
     assert sorted(build_ffi.CDEF_ORDER) == on_disk
-    assert build_ffi.CDEF_ORDER[0] == "core.h" and build_ffi.CDEF_ORDER[-1] == "callbacks.h"
+    assert build_ffi.CDEF_ORDER[0] == "core.h" and build_ffi.CDEF_ORDER[-1] == "python.h"
+
+
+def test_each_declaration_is_written_once():
+    # csrc/tensorffi.h includes cdefs/ (in the build order, all but the cffi-only
+    # python.h) and declares nothing public itself: only its internal section does.
+    import re
+
+    build_ffi = _builder()
+    header = (ROOT / "csrc" / "tensorffi.h").read_text()
+    public, internal = header.split("#ifdef TF_INTERNAL", 1)
+    included = re.findall(r'#include "\.\./cdefs/([\w.]+)"', public)
+    assert included == [n for n in build_ffi.CDEF_ORDER if n != "python.h"]
+    code = re.sub(r"/\*.*?\*/", "", public, flags=re.S)
+    code = re.sub(r"#ifdef __cplusplus.*?#endif", "", code, flags=re.S)
+    assert ";" not in code, "a public declaration in csrc/tensorffi.h: it belongs in cdefs/"
+    defined = set(re.findall(r"\b(tf_\w+)\s*\(", re.sub(r"/\*.*?\*/", "", internal, flags=re.S)))
+    for name in build_ffi.CDEF_ORDER:
+        text = re.sub(r"/\*.*?\*/", "", (ROOT / "cdefs" / name).read_text(), flags=re.S)
+        twice = defined & set(re.findall(r"\b(tf_\w+)\s*\(", text))
+        assert not twice, f"declared in cdefs/{name} and again in tensorffi.h's internal section: {twice}"
 
 
 def test_cdef_that_disagrees_with_the_header_fails_the_build(tmp_path):
