@@ -214,6 +214,10 @@ def _param_reason(p: Param) -> str | None:
         if p.dtype not in STATE.dtype_codes:
             return f"'{p.name}' has element type {p.dtype}"
         if p.shape is not None:
+            if p.dtype == "any":
+                return f"'{p.name}' is void *, its length counted in bytes"
+            if any(d.expr is not None for d in p.shape):
+                return f"a dimension of '{p.name}' is an expression of sizes"
             if len(p.shape) > STATE.limits["rank"]:
                 return f"'{p.name}' has more than {STATE.limits['rank']} dimensions"
             if any(len(d.symbols) > STATE.limits["dim_symbols"] for d in p.shape):
@@ -221,6 +225,8 @@ def _param_reason(p: Param) -> str | None:
         return None
     if p.kind == "scalar":
         ct = p.ctype.replace("const ", "").strip()
+        if p.fill is not None and p.fill.dim is not None and p.fill.dim.expr is not None:
+            return f"'{p.name}' is filled in with an expression of sizes"
         if p.scalar in ("int", "bool") and p.int_range is not None and ct != "char":
             return None
         if p.scalar == "float" and ct in ("float", "double"):
