@@ -355,3 +355,11 @@ def test_kept_array_cannot_be_out():
 def test_describe_names_the_returned_handle(fftw):
     rows = {n: w for n, _, w in fftw.fftwf_plan_dft_r2c_1d.__wrapped_bridge__.plan.describe()}
     assert "handle it returns" in rows["in"] and "n/2 + 1" in rows["out"] and "complex64" in rows["out"]
+
+
+@needs_fftw
+@needs_zlib
+def test_tensorffi_describe_shows_the_new_clauses(fftw, z):
+    text = str(tensorffi.describe(fftw.fftwf_plan_dft_r2c_1d))
+    assert "n/2 + 1" in text and "returned handle" in text and "complex64" in text
+    assert "[sourceLen] bytes" in str(tensorffi.describe(z.compress2))
