@@ -24,6 +24,12 @@ contract). What ctypes can say but the bridge cannot check (``c_wchar_p``, bit
 fields, arrays in ``argtypes``, ``c_longdouble``, pointers to pointers) is a
 :class:`~tensorffi.DeclarationError` naming the function, the argument and the type.
 
+Calls take the bridge's native path: on x86-64 Linux the checked arguments are
+passed to the function's address in registers (csrc/bridge_call.c,
+``tfb_generic_call``), at the cost of a ``compile()``d call's trampoline; elsewhere,
+and for signatures with more than 6 integer or 8 floating arguments, through cffi
+as ``load()`` does.
+
 ctypes has no parameter names, so they are made up: ``p0``, ``p1``... for pointers,
 ``a2``... for other values, and ``n_2`` for an integer that directly follows a
 pointer. That name follows the bridge's length rule (:func:`tensorffi.plan.build_plan`):
@@ -234,9 +240,11 @@ def from_ctypes(
     ffi.cdef(cdef)
     raw = types.SimpleNamespace()
     shims: dict[str, Any] = {}
+    addresses: dict[str, int] = {}
     for name, f in fns.items():
         d = decls.functions[name]
         addr = ctypes.cast(f, ctypes.c_void_p).value
+        addresses[name] = addr
         params = ", ".join(p.type.text for p in d.params) or "void"
         setattr(raw, name, ffi.cast(f"{d.result.text} (*)({params})", addr))
         if has_array_params(d) and not d.variadic:
@@ -247,7 +255,7 @@ def from_ctypes(
     raw._tf_ctypes = (library, tuple(fns.values()))
     where = getattr(library, "_name", None) or ", ".join(fns)
     return Library(ffi, raw, decls, contracts, shim_lookup=shims.get if shims else None, default_returns=returns,
-                   description=f"from_ctypes({where!r})")
+                   description=f"from_ctypes({where!r})", addresses=addresses)
 
 
 __all__ = ["from_ctypes"]

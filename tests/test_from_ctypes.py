@@ -216,3 +216,89 @@ def test_void_pointer_and_string_result(rng):
     x = rng.standard_normal(250).astype(np.float32)
     assert lib.crc32(0, x) == zlib.crc32(x.tobytes())  # void *: all 1,000 bytes
     assert lib.zlibVersion() == zlib.ZLIB_RUNTIME_VERSION
+
+
+# --------------------------------------------------------------------------- #
+# the generic register call (x86-64 System V): every result type, mixed        #
+# integer and floating arguments, against ctypes' own call of the same C       #
+# --------------------------------------------------------------------------- #
+
+SIG_SRC = r"""
+#include <stdint.h>
+#include <stdbool.h>
+#define R(T, NAME) T NAME(int64_t a, float b, double c, const float *x, int n) { \
+    double s = (double)a * 3.0 + (double)b * 5.0 - c; for (int i = 0; i < n; i++) s += x[i]; return (T)(int64_t)s; }
+R(int8_t, r_i8) R(uint8_t, r_u8) R(int16_t, r_i16) R(uint16_t, r_u16) R(int32_t, r_i32) R(uint32_t, r_u32)
+R(int64_t, r_i64) R(uint64_t, r_u64)
+bool r_bool(int64_t a, float b, double c, const float *x, int n) { (void)b; (void)c; (void)x; return a + n > 0; }
+float r_f32(int64_t a, float b, double c, const float *x, int n) { float s = (float)a * b - (float)c; for (int i = 0; i < n; i++) s += x[i]; return s; }
+double r_f64(int64_t a, float b, double c, const float *x, int n) { double s = (double)a * b - c; for (int i = 0; i < n; i++) s += x[i]; return s; }
+double many(int8_t a, uint16_t b, int32_t c, uint64_t d, const double *x, int64_t e,
+            float f0, double f1, float f2, double f3, float f4, double f5, float f6, double f7) {
+    return a * 1.0 + b * 2.0 + c * 3.0 + (double)(d >> 40) * 4.0 + x[0] * 5.0 + e * 6.0 + f0 * 7.0 + f1 * 8.0
+           + f2 * 9.0 + f3 * 10.0 + f4 * 11.0 + f5 * 12.0 + f6 * 13.0 + f7 * 14.0;
+}
+void wide(double *y, int64_t a, int64_t b, int64_t c, int64_t d, int64_t e, int64_t f) {
+    y[0] = (double)(a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f);
+}
+"""
+RESULTS = {"r_i8": ctypes.c_int8, "r_u8": ctypes.c_uint8, "r_i16": ctypes.c_int16, "r_u16": ctypes.c_uint16,
+           "r_i32": ctypes.c_int32, "r_u32": ctypes.c_uint32, "r_i64": ctypes.c_int64, "r_u64": ctypes.c_uint64,
+           "r_bool": ctypes.c_bool, "r_f32": c_float, "r_f64": c_double}
+
+
+@pytest.fixture(scope="module")
+def sigs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("sigs")
+    (d / "sigs.c").write_text(SIG_SRC)
+    out = d / "sigs.so"
+    subprocess.run(["gcc", "-O1", "-shared", "-fPIC", str(d / "sigs.c"), "-o", str(out)], check=True)
+    clib = ctypes.CDLL(str(out))
+    for name, res in RESULTS.items():
+        fn = getattr(clib, name)
+        fn.argtypes, fn.restype = [c_int64, c_float, c_double, POINTER(c_float), c_int], res
+    clib.many.argtypes = [ctypes.c_int8, ctypes.c_uint16, ctypes.c_int32, ctypes.c_uint64, POINTER(c_double),
+                          c_int64] + [c_float, c_double] * 4
+    clib.many.restype = c_double
+    clib.wide.argtypes = [POINTER(c_double)] + [c_int64] * 6
+    clib.wide.restype = None
+    return clib, tensorffi.from_ctypes(clib, {"wide": "p0: [1]", "many": "p4: [1]"})
+
+
+def test_every_result_type_equals_ctypes(sigs, rng):
+    from tensorffi._bridge import lower
+
+    clib, lib = sigs
+    for name in RESULTS:
+        bound = getattr(lib, name).__wrapped_bridge__
+        assert bound.native_reason is None
+        if lower.STATE.limits.get("generic"):
+            assert lower.generic_call(bound.plan, bound.ffi, bound.address) is not None
+        for _ in range(20):
+            a = int(rng.integers(-(2**40), 2**40))
+            b, c = float(np.float32(rng.standard_normal() * 100)), float(rng.standard_normal() * 1e6)
+            x = rng.standard_normal(7).astype(np.float32) * 1000
+            want = getattr(clib, name)(a, b, c, x.ctypes.data_as(POINTER(c_float)), 7)
+            got = getattr(lib, name)(a, b, c, x, 7)
+            if name in ("r_f32", "r_f64"):
+                assert got == pytest.approx(want, rel=0, abs=0), name  # the same C, the same bits
+            else:
+                assert got == want, name
+
+
+def test_mixed_registers_equal_ctypes(sigs, rng):
+    clib, lib = sigs
+    for _ in range(20):
+        ints = [int(rng.integers(-128, 128)), int(rng.integers(0, 65536)), int(rng.integers(-(2**31), 2**31)),
+                int(rng.integers(0, 2**63, dtype=np.uint64)) * 2 + 1]
+        x = rng.standard_normal(1)
+        e = int(rng.integers(-(2**50), 2**50))
+        fl = [float(np.float32(v)) if i % 2 == 0 else float(v) for i, v in enumerate(rng.standard_normal(8))]
+        want = clib.many(*ints, x.ctypes.data_as(POINTER(c_double)), e, *fl)
+        assert lib.many(*ints, x, e, *fl) == want
+    y = np.zeros(1)
+    v = [int(t) for t in rng.integers(-(2**40), 2**40, 6)]
+    lib.wide(y, *v)
+    assert y[0] == float(sum((k + 1) * t for k, t in enumerate(v)))
+    with pytest.raises(tensorffi.ShapeError):
+        lib.wide(np.zeros(0), *v)
