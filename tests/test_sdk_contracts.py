@@ -363,3 +363,13 @@ def test_tensorffi_describe_shows_the_new_clauses(fftw, z):
     text = str(tensorffi.describe(fftw.fftwf_plan_dft_r2c_1d))
     assert "n/2 + 1" in text and "returned handle" in text and "complex64" in text
     assert "[sourceLen] bytes" in str(tensorffi.describe(z.compress2))
+
+
+def test_expression_shapes_in_an_operator_shape_rule(sdk):
+    from tensorffi.bridge import shape_rule
+
+    rule = shape_rule(sdk.evens.__wrapped_bridge__)  # what torch.compile runs on fake tensors
+    for n in (0, 1, 9, 10):
+        assert rule(torch.empty(n, device="meta")).shape == (n // 2 + 1,)
+    with pytest.raises(tensorffi.ShapeError, match="negative"):
+        shape_rule(sdk.tail.__wrapped_bridge__)(torch.empty(3, device="meta"), 4)
