@@ -212,6 +212,28 @@ typedef union {
 
 typedef void (*tfb_trampoline)(const void *args, void *result);
 
+/* A C function called by its address alone, where no compiler ran to build a
+ * trampoline (tensorffi.from_ctypes). On the x86-64 System V ABI, non-variadic
+ * integer and pointer arguments travel in six integer registers and float and
+ * double arguments in eight SSE registers, each class in declaration order, and the
+ * callee reads only the registers its own parameters use: so one call through a
+ * prototype of six integers and eight doubles, with every argument placed in its
+ * class's next register (a float in the low 32 bits of its SSE register), passes
+ * any signature that fits in registers. The result is read through a prototype of
+ * the function's own result type. Elsewhere (TFB_GENERIC 0) the cffi call is used. */
+#if defined(__x86_64__) && !defined(_WIN32)
+#define TFB_GENERIC 1
+#define TFB_GINT 6
+#define TFB_GSSE 8
+#define TFB_GARGS long long, long long, long long, long long, long long, long long, double, double, double, double, \
+                  double, double, double, double
+#define TFB_GPASS(g) (g).i[0], (g).i[1], (g).i[2], (g).i[3], (g).i[4], (g).i[5], (g).d[0], (g).d[1], (g).d[2], \
+                     (g).d[3], (g).d[4], (g).d[5], (g).d[6], (g).d[7]
+#else
+#define TFB_GENERIC 0
+#endif
+typedef void (*tfb_any_fn)(void);
+
 typedef struct {
     PyObject_HEAD
     PyObject *dict;
@@ -223,6 +245,9 @@ typedef struct {
     int fill_order[TFB_MAX_PARAMS];
     PyObject *names;    /* tuple: the Python name of each input */
     tfb_trampoline tramp;
+    tfb_any_fn gen_fn;    /* or: the function's address, called through the generic register call */
+    char gen_class[TFB_MAX_PARAMS]; /* per parameter: 'i' integer register, 'f' float, 'd' double */
+    char gen_result;      /* 'v' void, or a struct-module code: b B h H i I q Q ? f d */
     PyObject *pyfunc;   /* or: the cffi function, pointers taken as intptr_t (it releases the GIL) */
     PyObject *fallback; /* the Python path, called with the same arguments */
     PyObject *raise_status;
@@ -664,6 +689,89 @@ static int tfb_float_arg(const tfb_param *p, PyObject *v, tfb_slot *slot) {
     return 1;
 }
 
+#if TFB_GENERIC
+typedef struct {
+    long long i[TFB_GINT];
+    double d[TFB_GSSE];
+} tfb_gregs;
+
+#define TFB_GCALL(T, fn, g) \
+    do { \
+        T (*f_)(TFB_GARGS); \
+        memcpy(&f_, &(fn), sizeof f_); \
+        res = (long long)f_(TFB_GPASS(g)); \
+    } while (0)
+
+static void tfb_generic_call(const NativeCall *self, const tfb_slot *slot, tfb_slot *ret) {
+    tfb_gregs g;
+    memset(&g, 0, sizeof g);
+    int ni = 0, nf = 0;
+    for (int k = 0; k < self->nparams; k++) {
+        if (self->gen_class[k] == 'i') {
+            g.i[ni++] = (long long)slot[k].i;
+        } else {
+            union {
+                double d;
+                float f;
+                uint64_t u;
+            } v;
+            v.u = 0;
+            if (self->gen_class[k] == 'f')
+                v.f = slot[k].f; /* the low 32 bits of the register, as a float argument travels */
+            else
+                v.d = slot[k].d;
+            g.d[nf++] = v.d;
+        }
+    }
+    long long res = 0;
+    switch (self->gen_result) {
+    case 'v': {
+        void (*f_)(TFB_GARGS);
+        memcpy(&f_, &self->gen_fn, sizeof f_);
+        f_(TFB_GPASS(g));
+        return;
+    }
+    case 'f': {
+        float (*f_)(TFB_GARGS);
+        memcpy(&f_, &self->gen_fn, sizeof f_);
+        ret->d = (double)f_(TFB_GPASS(g));
+        return;
+    }
+    case 'd': {
+        double (*f_)(TFB_GARGS);
+        memcpy(&f_, &self->gen_fn, sizeof f_);
+        ret->d = f_(TFB_GPASS(g));
+        return;
+    }
+    case 'b': TFB_GCALL(signed char, self->gen_fn, g); break;
+    case 'B': TFB_GCALL(unsigned char, self->gen_fn, g); break;
+    case 'h': TFB_GCALL(short, self->gen_fn, g); break;
+    case 'H': TFB_GCALL(unsigned short, self->gen_fn, g); break;
+    case 'i': TFB_GCALL(int, self->gen_fn, g); break;
+    case 'I': TFB_GCALL(unsigned int, self->gen_fn, g); break;
+    case '?': TFB_GCALL(_Bool, self->gen_fn, g); break;
+    case 'q': TFB_GCALL(long long, self->gen_fn, g); break;
+    case 'Q': {
+        unsigned long long (*f_)(TFB_GARGS);
+        memcpy(&f_, &self->gen_fn, sizeof f_);
+        ret->u = f_(TFB_GPASS(g));
+        return;
+    }
+    default: return; /* refused when the call was made (nc_new) */
+    }
+    if (self->gen_result == 'B' || self->gen_result == 'H' || self->gen_result == 'I' || self->gen_result == '?')
+        ret->u = (unsigned long long)res;
+    else
+        ret->i = res;
+}
+#else
+static void tfb_generic_call(const NativeCall *self, const tfb_slot *slot, tfb_slot *ret) {
+    (void)self;
+    (void)slot;
+    (void)ret;
+}
+#endif
+
 static PyObject *tfb_result(NativeCall *self, tfb_slot r) {
     switch (self->result) {
     case TFB_RES_INT: return PyLong_FromLongLong(r.i);
@@ -918,6 +1026,10 @@ static PyObject *nc_vectorcall(PyObject *callable, PyObject *const *args, size_t
         Py_BEGIN_ALLOW_THREADS
         self->tramp(slot, &ret);
         Py_END_ALLOW_THREADS
+    } else if (self->gen_fn != NULL) {
+        Py_BEGIN_ALLOW_THREADS
+        tfb_generic_call(self, slot, &ret);
+        Py_END_ALLOW_THREADS
     } else {
         PyObject *pargs[TFB_MAX_PARAMS];
         for (int i = 0; i < self->nparams; i++) {
@@ -987,7 +1099,7 @@ static PyObject *nc_vectorcall(PyObject *callable, PyObject *const *args, size_t
     } else if (self->returns == TFB_RET_VALUE && (self->flags & TFB_KERNEL)) {
         value = tfb_value_tensor(self, ret); /* an operator's result: a 0-d tensor */
     } else if (self->returns == TFB_RET_VALUE) {
-        value = self->tramp != NULL ? tfb_result(self, ret) : (PyObject *)ret.p;
+        value = (self->tramp != NULL || self->gen_fn != NULL) ? tfb_result(self, ret) : (PyObject *)ret.p;
     }
     if ((self->returns == TFB_RET_COUNT || self->returns == TFB_RET_VALUE) && value == NULL)
         goto error;
@@ -1028,7 +1140,7 @@ static PyObject *nc_vectorcall(PyObject *callable, PyObject *const *args, size_t
     return res;
 
 error_value:
-    if (self->tramp == NULL && self->returns == TFB_RET_VALUE)
+    if (self->tramp == NULL && self->gen_fn == NULL && self->returns == TFB_RET_VALUE)
         Py_XDECREF((PyObject *)ret.p);
 error:
     tfb_release(self, arr, hidden);
@@ -1205,15 +1317,16 @@ static void nc_dealloc(NativeCall *self) {
 }
 
 /* NativeCall(spec: bytes, names: tuple[str], trampoline: int, pyfunc, fallback, raise_status, keep,
- *            kernel: (hidden callables, guard, torch.is_grad_enabled) | None) */
+ *            kernel: (hidden callables, guard, torch.is_grad_enabled) | None,
+ *            generic: (address: int, classes: bytes, result: bytes) | None) */
 static PyObject *nc_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    PyObject *spec, *names, *tramp, *pyfunc, *fallback, *raise_status, *keep, *kernel = Py_None;
+    PyObject *spec, *names, *tramp, *pyfunc, *fallback, *raise_status, *keep, *kernel = Py_None, *generic = Py_None;
     if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
         PyErr_SetString(PyExc_TypeError, "NativeCall() takes no keyword arguments");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "SO!OOOOO|O:NativeCall", &spec, &PyTuple_Type, &names, &tramp, &pyfunc, &fallback,
-                          &raise_status, &keep, &kernel))
+    if (!PyArg_ParseTuple(args, "SO!OOOOO|OO:NativeCall", &spec, &PyTuple_Type, &names, &tramp, &pyfunc, &fallback,
+                          &raise_status, &keep, &kernel, &generic))
         return NULL;
     if (!cfg.torch_ok && !cfg.numpy_ok) {
         PyErr_SetString(PyExc_RuntimeError, "the native bridge is not configured");
@@ -1256,6 +1369,37 @@ static PyObject *nc_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     if (PyErr_Occurred()) {
         Py_DECREF(self);
         return NULL;
+    }
+    if (generic != Py_None) {
+        PyObject *addr;
+        const char *classes, *result;
+        Py_ssize_t nclasses, nresult;
+        if (!PyArg_ParseTuple(generic, "Oy#y#:generic", &addr, &classes, &nclasses, &result, &nresult)) {
+            Py_DECREF(self);
+            return NULL;
+        }
+        void *fn = PyLong_AsVoidPtr(addr);
+        if (PyErr_Occurred()) {
+            Py_DECREF(self);
+            return NULL;
+        }
+        int ni = 0, nf = 0, ok_classes = nclasses == self->nparams && nresult == 1 && fn != NULL && TFB_GENERIC;
+        for (Py_ssize_t k = 0; ok_classes && k < nclasses; k++) {
+            ni += classes[k] == 'i';
+            nf += classes[k] == 'f' || classes[k] == 'd';
+            ok_classes = classes[k] == 'i' || classes[k] == 'f' || classes[k] == 'd';
+        }
+#if TFB_GENERIC
+        ok_classes = ok_classes && ni <= TFB_GINT && nf <= TFB_GSSE && result[0] != 0 && strchr("vbBhHiIqQ?fd", result[0]) != NULL;
+#endif
+        if (!ok_classes || self->tramp != NULL || (self->flags & TFB_KERNEL)) {
+            PyErr_SetString(PyExc_ValueError, "NativeCall: a generic call this platform or signature cannot make");
+            Py_DECREF(self);
+            return NULL;
+        }
+        memcpy(self->gen_class, classes, (size_t)nclasses);
+        self->gen_result = result[0];
+        memcpy(&self->gen_fn, &fn, sizeof fn);
     }
     if (self->tramp == NULL && !PyCallable_Check(pyfunc)) {
         PyErr_SetString(PyExc_TypeError, "NativeCall: a trampoline or a callable is needed");
@@ -1490,8 +1634,10 @@ static PyObject *bridge_dtypes(PyObject *module, PyObject *unused) {
 static PyObject *bridge_limits(PyObject *module, PyObject *unused) {
     (void)module;
     (void)unused;
-    return Py_BuildValue("{sisisisisisi}", "version", TFB_VERSION, "params", TFB_MAX_PARAMS, "symbols", TFB_MAX_SYMS,
-                         "rank", TFB_MAX_RANK, "dim_symbols", TFB_MAX_DIMSYMS, "inputs", TFB_MAX_INPUTS);
+    return Py_BuildValue("{sisisisisisisisisi}", "version", TFB_VERSION, "params", TFB_MAX_PARAMS, "symbols",
+                         TFB_MAX_SYMS, "rank", TFB_MAX_RANK, "dim_symbols", TFB_MAX_DIMSYMS, "inputs", TFB_MAX_INPUTS,
+                         "generic", TFB_GENERIC, "generic_int", TFB_GENERIC ? 6 : 0, "generic_sse",
+                         TFB_GENERIC ? 8 : 0);
 }
 
 /* bridge_tensor_copy(array, dtype_code, shape) -> a new torch tensor of `shape` holding a

@@ -19,6 +19,7 @@ from ._version import __version__
 from .bridge import Struct, strided
 from .handles import Handle, buffer
 from .byo import cache_dir, compile, load
+from ._ctypes import from_ctypes
 from .contract import parse_contract
 from .core import get_num_threads, set_num_threads
 from ._display import describe
@@ -86,6 +87,7 @@ __all__ = [
     "get_num_threads",
     "set_num_threads",
     "load",
+    "from_ctypes",
     "compile",
     "cache_dir",
     "cache",

@@ -94,6 +94,8 @@ ELEMENT_DTYPES = {
     "unsigned long long": "uint64",
     "unsigned long long int": "uint64",
     "_Bool": "bool",
+    "float _Complex": "complex64",
+    "double _Complex": "complex128",
     "void": "any",
 }
 
@@ -431,6 +433,11 @@ def _resolve(name: str, decls: Declarations, seen: int = 0) -> tuple[str, bool, 
     if name in _SIZED or name not in decls.typedefs or seen > 32:
         return name, False, False, 0
     node = decls.typedefs[name]
+    if (isinstance(node, c_ast.ArrayDecl) and isinstance(node.dim, c_ast.Constant) and node.dim.value == "2"
+            and isinstance(node.type, c_ast.TypeDecl) and isinstance(node.type.type, c_ast.IdentifierType)
+            and node.type.type.names in (["float"], ["double"])):
+        # typedef float fftwf_complex[2]: the layout of float _Complex (C99 6.2.5)
+        return node.type.type.names[0] + " _Complex", False, False, 0
     depth = 0
     while isinstance(node, (c_ast.PtrDecl, c_ast.ArrayDecl)):
         depth += 1

@@ -64,14 +64,16 @@ def _role_rows(plan: Any) -> list[tuple[str, str, str, str]]:
             role = p.role + ("?" if p.optional else "")
             shape = "" if p.shape is None else " [" + ", ".join(map(str, p.shape)) + "]"
             dtype = "any dtype" if p.dtype == "any" else p.dtype
-            what = f"{dtype}{shape}"
+            what = f"{dtype}{shape}" + (" bytes" if p.dtype == "any" and p.shape is not None else "")
             if p.role == "out":
                 what += ", allocated and returned"
             elif p.role == "inout":
                 what += ", written in place"
             if p.optional:
                 what += ", or None (NULL)"
-            if p.keep_until:
+            if p.keep_until == "return":
+                what += ", kept by C while the returned handle lives (it holds the array)"
+            elif p.keep_until:
                 what += f", kept by C while '{p.keep_until}' lives"
             if p.min_len:
                 what += f", at least '{p.min_len}' elements (inferred from the names)"

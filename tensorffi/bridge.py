@@ -96,6 +96,7 @@ class BoundFunction:
         trampoline: int | None = None,
         keepalive: Any = None,
         destructor: bool = False,
+        address: int | None = None,
     ) -> None:
         self.ffi = ffi
         self.cfunc = cfunc
@@ -107,6 +108,9 @@ class BoundFunction:
         #: the address of the function's trampoline (see tensorffi._shims), if its module has one
         self.trampoline = trampoline
         self.keepalive = keepalive  # what keeps the trampoline's code loaded
+        #: the function's address, where no trampoline was compiled (from_ctypes): the native
+        #: path may call it directly (tensorffi._bridge.lower.generic_call)
+        self.address = address
         self.plan = build_plan(
             ffi, decl, contract, name=name, default_returns=default_returns, pointers_as_int=pointers_as_int,
             destructor=destructor,

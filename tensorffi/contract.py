@@ -43,10 +43,15 @@ C that outlives the call (see :mod:`tensorffi.handles`):
 ``NAME: out handle(DESTROY)``
     the same for an out-parameter (``int open(const char *name, dev_t **out)``):
     the bridge passes a slot, and returns the handle C stored in it.
-``NAME: keep [dims] until H``
+``NAME: keep [dims] until H`` (or ``keep in [dims]``, ``keep inout [dims]``)
     C keeps array ``NAME`` after the call returns (a registered buffer): the bridge
     holds its memory while handle parameter ``H`` lives, and refuses memory that
     could be resized or freed meanwhile (use :func:`tensorffi.buffer`).
+``NAME: keep [dims] until return``
+    the same, kept until the handle the call *returns* is closed (FFTW's
+    ``fftwf_plan_dft_r2c_1d(n, in, out, flags)`` returns a plan that keeps ``in``
+    and ``out``): the returned :class:`~tensorffi.Handle` holds the arrays; the
+    function needs ``return: handle(DESTROY)``.
 ``NAME: release``
     a kept array passed here is given back: the bridge stops holding it.
 ``NAME: unsized``
@@ -66,14 +71,27 @@ C that outlives the call (see :mod:`tensorffi.handles`):
     as the callback's result. ``until H``: the callback stays alive while ``H``
     lives (C may call it after the registering call returns).
 
-A dimension is a symbol, an integer, or ``SYMBOL*K``. A symbol fixed by no input
-array (it appears only in ``out`` shapes) becomes a required keyword argument of
-the bound function. A symbol named like an integer parameter binds that parameter.
+A dimension is a symbol, an integer, a product (``b*n``, ``SYMBOL*K``), or an
+integer expression of sizes with ``+ - * / //`` and parentheses (``n/2 + 1``;
+``/`` is integer division). A symbol fixed by no input array (it appears only in
+``out`` shapes or expressions) becomes a required keyword argument of the bound
+function. A symbol named like an integer parameter binds that parameter. An
+expression never binds a symbol: it is computed from the others and checked
+(a given array must have exactly that length), and a part of it that goes below
+0, divides by 0 or exceeds 2**63 - 1 is a :class:`~tensorffi.ShapeError` before C
+runs. ``PARAM = EXPR`` takes the same expressions.
+
+Element types: a ``T *`` parameter takes arrays of ``T``'s dtype; ``float
+_Complex *`` and ``double _Complex *`` (and a ``typedef float NAME[2]`` such as
+FFTW's ``fftwf_complex``) take complex64 and complex128 arrays. A ``void *``
+parameter takes any dtype, and its one dimension counts **bytes**
+(``src: [srcSize]`` on a 1,000-element float32 tensor gives ``srcSize = 4000``).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from .errors import ContractError
 
@@ -85,7 +103,7 @@ _ARRAY = re.compile(rf"^({_IDENT})\s*:\s*(?:(in|out|inout)(\?)?)?\s*(\?)?\s*\[(.
 _OPTIONAL = re.compile(rf"^({_IDENT})\s*:\s*(?:in\s*\?|\?|optional)$")
 _FILL = re.compile(rf"^({_IDENT})\s*=\s*(.+)$")
 _RETURN = re.compile(r"^(?:return|->)\s*:?\s*(\w+)\s*(?:\(\s*([A-Za-z_]\w*)\s*\))?$")
-_KEEP = re.compile(rf"^({_IDENT})\s*:\s*keep\s*\[(.*)\]\s*until\s+({_IDENT})$")
+_KEEP = re.compile(rf"^({_IDENT})\s*:\s*keep\s*(?:(in|out|inout)\s*)?\[(.*)\]\s*until\s+({_IDENT})$")
 _HANDLE_OUT = re.compile(rf"^({_IDENT})\s*:\s*(?:out\s+)?handle\s*\(\s*({_IDENT})\s*\)$")
 _MARK = re.compile(rf"^({_IDENT})\s*:\s*(release|acquire|unsized)$")
 _CALLBACK = re.compile(rf"^({_IDENT})\s*:\s*callback\s*\((.*)\)\s*(?:until\s+({_IDENT}))?$")
@@ -93,12 +111,22 @@ _CALLBACK = re.compile(rf"^({_IDENT})\s*:\s*callback\s*\((.*)\)\s*(?:until\s+({_
 
 @dataclass(frozen=True)
 class Dim:
-    """One dimension: product of ``factor`` and the symbols in ``symbols``."""
+    """One dimension: product of ``factor`` and the symbols in ``symbols``; or, where
+    ``expr`` is set, an integer expression of those symbols (``n/2 + 1``).
+
+    ``expr`` is a tree of tuples: ``("int", k)``, ``("sym", name)`` or
+    ``(op, left, right)`` with ``op`` one of ``+ - * //``. An expression dimension
+    never binds a symbol (its symbols come from other arguments or the caller); it
+    is computed and checked, and a value below 0 is a ShapeError at call time."""
 
     symbols: tuple[str, ...] = ()
     factor: int = 1
+    expr: tuple[Any, ...] | None = None
+    text: str = field(default="", compare=False)
 
     def __str__(self) -> str:
+        if self.expr is not None:
+            return self.text
         parts = ([str(self.factor)] if self.factor != 1 or not self.symbols else []) + list(self.symbols)
         return "*".join(parts)
 
@@ -201,26 +229,118 @@ def _parse_callback(name: str, inner: str, until: str | None, clause: str, where
         if arg in arrays:
             raise ContractError(f"{where}: callback argument {arg!r} is described twice")
         arrays[arg] = tuple(_parse_dim(d, where) for d in dims.split(",")) if dims.strip() else ()
+        if any(d.expr is not None for d in arrays[arg]):
+            raise ContractError(f"{where}: a callback argument's dimensions are products of sizes, not expressions")
     return CallbackSpec(name, arrays, copy, error, until, clause)
 
 
+_DIM_TOKEN = re.compile(r"\s*(\d+|[A-Za-z_]\w*|//|[-+*/()])")
+#: a dimension, or any intermediate value of an expression, is at most this
+INT64_MAX = (1 << 63) - 1
+
+
 def _parse_dim(text: str, where: str) -> Dim:
+    """One dimension: a product of symbols and integers (``b*n``), or an integer
+    expression of them with ``+ - * / //`` and parentheses (``n/2 + 1``); ``/`` is
+    integer division, as in C on sizes. Constant parts are folded now."""
     text = text.strip()
     if not text:
         raise ContractError(f"{where}: empty dimension")
+    tokens: list[str] = []
+    pos = 0
+    while pos < len(text):
+        m = _DIM_TOKEN.match(text, pos)
+        if not m:
+            if text[pos:].strip() == "":
+                break
+            raise ContractError(f"{where}: cannot read dimension {text!r} (use symbols, integers, + - * / // and "
+                                f"parentheses)")
+        tokens.append(m.group(1))
+        pos = m.end()
+    at = 0
+
+    def bad(why: str) -> ContractError:
+        return ContractError(f"{where}: cannot read dimension {text!r}: {why} (use symbols, integers, "
+                             f"+ - * / // and parentheses)")
+
+    def atom() -> tuple[Any, ...]:
+        nonlocal at
+        if at >= len(tokens):
+            raise bad("it ends too early")
+        tok = tokens[at]
+        at += 1
+        if tok.isdigit():
+            return ("int", int(tok))
+        if re.fullmatch(_IDENT, tok):
+            return ("sym", tok)
+        if tok == "(":
+            node = expr()
+            if at >= len(tokens) or tokens[at] != ")":
+                raise bad("a parenthesis is not closed")
+            at += 1
+            return node
+        raise bad(f"unexpected {tok!r}")
+
+    def term() -> tuple[Any, ...]:
+        nonlocal at
+        node = atom()
+        while at < len(tokens) and tokens[at] in ("*", "/", "//"):
+            op = "*" if tokens[at] == "*" else "//"
+            at += 1
+            node = (op, node, atom())
+        return node
+
+    def expr() -> tuple[Any, ...]:
+        nonlocal at
+        node = term()
+        while at < len(tokens) and tokens[at] in ("+", "-"):
+            op = tokens[at]
+            at += 1
+            node = (op, node, term())
+        return node
+
+    tree = expr()
+    if at != len(tokens):
+        raise bad(f"unexpected {tokens[at]!r}")
     symbols: list[str] = []
-    factor = 1
-    for part in text.split("*"):
-        part = part.strip()
-        if re.fullmatch(r"\d+", part):
-            factor *= int(part)
-        elif re.fullmatch(_IDENT, part):
-            symbols.append(part)
-        else:
-            raise ContractError(f"{where}: cannot read dimension {text!r} (use symbols, integers and '*')")
-    if factor == 0 and symbols:
-        raise ContractError(f"{where}: dimension {text!r} is always 0; write 0 if that is meant")
-    return Dim(tuple(symbols), factor)
+
+    def product(node: tuple[Any, ...]) -> int | None:
+        """The factor of a pure product of symbols and integers (symbols collected), else None."""
+        if node[0] == "int":
+            return int(node[1])
+        if node[0] == "sym":
+            symbols.append(node[1])
+            return 1
+        if node[0] == "*":
+            a, b = product(node[1]), product(node[2])
+            return None if a is None or b is None else a * b
+        return None
+
+    factor = product(tree)
+    if factor is not None:
+        if factor == 0 and symbols:
+            raise ContractError(f"{where}: dimension {text!r} is always 0; write 0 if that is meant")
+        return Dim(tuple(symbols), factor)
+    names: list[str] = []
+
+    def collect(node: tuple[Any, ...]) -> None:
+        if node[0] == "sym":
+            if node[1] not in names:
+                names.append(node[1])
+        elif node[0] != "int":
+            collect(node[1])
+            collect(node[2])
+
+    collect(tree)
+    if not names:
+        from .plan import eval_dim  # the arithmetic's one definition
+
+        try:
+            value = eval_dim(tree, {})
+        except ValueError as exc:
+            raise ContractError(f"{where}: dimension {text!r}: {exc}") from None
+        return Dim((), value)
+    return Dim(tuple(names), 1, tree, " ".join(text.split()))
 
 
 def parse_contract(text: str | None) -> Contract:
@@ -251,11 +371,11 @@ def parse_contract(text: str | None) -> Contract:
             continue
         m = _KEEP.match(clause)
         if m:
-            name, dims, until = m.groups()
+            name, role, dims, until = m.groups()
             if name in contract.arrays:
                 raise ContractError(f"{where}: {name!r} is described twice")
-            shape = tuple(_parse_dim(d, where) for d in dims.split(",")) if dims.strip() else ()
-            contract.arrays[name] = ArraySpec(name, None, shape, False, clause, until)
+            shape = tuple(_parse_dim(d, where) for d in _split_top(dims)) if dims.strip() else ()
+            contract.arrays[name] = ArraySpec(name, role, shape, False, clause, until)
             continue
         m = _HANDLE_OUT.match(clause)
         if m:
@@ -274,7 +394,7 @@ def parse_contract(text: str | None) -> Contract:
         m = _ARRAY.match(clause)
         if m:
             name, role, opt1, opt2, dims = m.groups()
-            shape = tuple(_parse_dim(d, where) for d in dims.split(",")) if dims.strip() else ()
+            shape = tuple(_parse_dim(d, where) for d in _split_top(dims)) if dims.strip() else ()
             if name in contract.arrays:
                 raise ContractError(f"{where}: {name!r} is described twice")
             contract.arrays[name] = ArraySpec(name, role, shape, bool(opt1 or opt2), clause)

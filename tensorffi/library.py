@@ -49,6 +49,7 @@ class Library:
         reopen: tuple[Callable[..., "Library"], tuple[Any, ...], dict[str, Any]] | None = None,
         description: str = "",
         native: bool = False,
+        addresses: Mapping[str, int] | None = None,
     ) -> None:
         self.ffi = ffi
         self.raw = raw
@@ -61,6 +62,7 @@ class Library:
         self._reopen = reopen
         self._description = description
         self._native = native  # tensorffi's own library: TF_E* status codes
+        self._addresses = dict(addresses or {})  # from_ctypes: each function's address (no trampoline)
         self._bound: dict[str, Callable[..., Any]] = {}
         check_contracts(contracts)
         unknown = set(self._contracts) - set(decls.functions)
@@ -101,6 +103,7 @@ class Library:
             trampoline=trampoline_address(self.ffi, self.raw, name) if self._trampolines else None,
             keepalive=self.raw,
             destructor=name in self._destructors,
+            address=self._addresses.get(name),
         ).call
         _display.decorate(bound)  # attributes for help() and notebooks; the call is unchanged
         self._bound[name] = bound

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._decl import _SIZED, ELEMENT_DTYPES, CFunction
-from .contract import CallbackSpec, Contract, Dim, Fill
+from .contract import INT64_MAX, CallbackSpec, Contract, Dim, Fill
 from .errors import ContractError
 
 RETURNS = ("status", "count", "value", "none", "handle")
@@ -133,9 +133,13 @@ class Plan:
             if p.kind == "array":
                 shape = "" if p.shape is None else " [" + ", ".join(map(str, p.shape)) + "]"
                 what = f"{p.role}{'?' if p.optional else ''} {p.dtype}{shape}"
+                if p.dtype == "any" and p.shape is not None:
+                    what += " bytes (void *: its length counts bytes, whatever the dtype)"
                 if p.role == "out":
                     what += " (allocated and returned)"
-                if p.keep_until:
+                if p.keep_until == "return":
+                    what += ", kept by C while the handle it returns lives (held by that handle)"
+                elif p.keep_until:
                     what += f", kept by C while '{p.keep_until}' lives"
                 if p.min_len:
                     what += (f", holds at least '{p.min_len}' elements (inferred from the names; "
@@ -163,6 +167,43 @@ class Plan:
         for s in self.free_sizes:
             rows.append((s, "size", "keyword argument"))
         return rows
+
+
+def eval_dim(tree: tuple[Any, ...], values: Any) -> Any:
+    """The value of expression ``tree`` (see :class:`~tensorffi.contract.Dim`) for the symbols' ``values``
+    (a mapping). Every intermediate value must be a size: a ValueError says which
+    part went below 0, divided by 0 or passed ``INT64_MAX``. This is the one place
+    the expression's arithmetic is defined (contract parsing folds constants with it;
+    the call paths call it)."""
+    op = tree[0]
+    if op == "int":
+        return tree[1]
+    if op == "sym":
+        return values[tree[1]]
+    a, b = eval_dim(tree[1], values), eval_dim(tree[2], values)
+    if op == "+":
+        r = a + b
+    elif op == "-":
+        r = a - b
+    elif op == "*":
+        r = a * b
+    else:
+        if b == 0:
+            raise ValueError(f"{_tree_text(tree)} divides by 0 ({_tree_text(tree[2])} = 0)")
+        r = a // b
+    if r < 0:
+        raise ValueError(f"{_tree_text(tree)} = {a} {op if op != '//' else '/'} {b} = {r} is negative: "
+                         f"no array has that many elements")
+    if r > INT64_MAX:
+        raise ValueError(f"{_tree_text(tree)} = {r} is larger than any array can be (over 2**63 - 1)")
+    return r
+
+
+def _tree_text(tree: tuple[Any, ...]) -> str:
+    op = tree[0]
+    if op in ("int", "sym"):
+        return str(tree[1])
+    return f"({_tree_text(tree[1])} {'/' if op == '//' else op} {_tree_text(tree[2])})"
 
 
 def _int_range(ffi: Any, ctype: str) -> tuple[int, int] | None:
@@ -283,6 +324,12 @@ def build_plan(
                     p.keep_until = spec.until
                     if optional:
                         raise fail(f"a kept array cannot be optional", p.clause)
+                    if role == "out":
+                        raise fail(f"a kept array is passed by the caller (a tensorffi.buffer), it cannot be out",
+                                   p.clause)
+                if ct.dtype == "any" and p.shape is not None and len(p.shape) != 1:
+                    raise fail(f"'{cp.name}' is {ct.text}: its length counts bytes, so its shape has one "
+                               f"dimension ('{cp.name}: [nbytes]'), not {len(p.shape)}", p.clause)
                 if role == "out":
                     if ct.dtype == "any":
                         raise fail(f"out array '{cp.name}' is void *: its dtype is unknown", p.clause)
@@ -308,7 +355,12 @@ def build_plan(
         return h
 
     for p in params:
-        if p.keep_until is not None:
+        if p.keep_until == "return" and "return" not in by_name:
+            # kept until the handle this call returns: held by that Handle
+            if contract.returns_handle is None:
+                raise fail(f"'until return' needs a function that returns a handle ('return: handle(DESTROY)')",
+                           p.clause)
+        elif p.keep_until is not None:
             handle_param(p.keep_until, p.clause)
         if p.kind == "callback" and p.callback is not None and p.callback.until is not None:
             handle_param(p.callback.until, p.clause)
@@ -329,7 +381,7 @@ def build_plan(
             if by_name[p.callback.until].optional:
                 raise fail(f"the callback lives as long as '{p.callback.until}', which cannot then be optional",
                            p.clause)
-        if p.keep_until is not None and by_name[p.keep_until].optional:
+        if p.keep_until is not None and p.keep_until in by_name and by_name[p.keep_until].optional:
             raise fail(f"C keeps '{p.name}' while '{p.keep_until}' lives, which cannot then be optional", p.clause)
     for name in sorted(contract.unsized):
         p = by_name[name]
@@ -369,7 +421,7 @@ def build_plan(
     for p in params:
         if p.kind == "array" and p.role != "out" and not p.optional and p.shape is not None:
             for d in p.shape:
-                if len(d.symbols) == 1:
+                if len(d.symbols) == 1 and d.expr is None:  # an expression binds nothing
                     input_bound.add(d.symbols[0])
 
     # Fills that define a shape symbol (n = b*m, with n in a shape) and fills of
@@ -578,6 +630,9 @@ def operator_signature(plan: Plan, hidden: Any = ()) -> tuple[list[OpArg], list[
                 raise ContractError(f"{plan.name}: '{p.name}' is filled in by the contract; it cannot be hidden")
             continue
         if p.kind == "array":
+            if p.dtype == "any" and p.shape is not None:
+                raise ContractError(f"{plan.name}: '{p.name}' ({p.ctype}) is measured in bytes; an operator takes "
+                                    f"typed tensors (declare it with its element type)")
             if p.role == "out":
                 assert p.dtype is not None and p.shape is not None
                 outs.append(OpOutput(p.name, p.dtype, p.shape))
@@ -614,4 +669,4 @@ def operator_signature(plan: Plan, hidden: Any = ()) -> tuple[list[OpArg], list[
     return args, outs
 
 
-__all__ = ["Plan", "Param", "build_plan", "operator_signature", "OpArg", "OpOutput", "pyname"]
+__all__ = ["Plan", "Param", "build_plan", "eval_dim", "operator_signature", "OpArg", "OpOutput", "pyname"]

@@ -29,7 +29,7 @@ from ..errors import (
     TensorFFIError,
 )
 from ..handles import Handle, Kept, kept_block
-from ..plan import OpArg, Param, Plan, operator_signature, pyname
+from ..plan import OpArg, Param, Plan, eval_dim, operator_signature, pyname
 from . import lower as _lower
 from .arrays import (
     _FLT_MAX,
@@ -118,6 +118,19 @@ def _shape_text(d: Dim) -> str:
     return str(d)
 
 
+def _dim_value(info: tuple[Any, tuple[str, ...], str, str], values: tuple[Any, ...]) -> Any:
+    """A dimension given as an expression (``n/2 + 1``), computed by the plan's rule
+    (:func:`tensorffi.plan.eval_dim`); a part that goes below 0, divides by 0 or
+    overflows is a ShapeError naming the argument. ``info``: (tree, symbols, where, text)."""
+    tree, names, where, text = info
+    env = dict(zip(names, values))
+    try:
+        return eval_dim(tree, env)
+    except ValueError as exc:
+        given = ", ".join(f"{k} = {v}" for k, v in env.items())
+        raise ShapeError(f"{where}: size {text} with {given}: {exc}") from None
+
+
 # --------------------------------------------------------------------------- #
 # The code generator                                                           #
 # --------------------------------------------------------------------------- #
@@ -171,6 +184,7 @@ class _Gen:
         self.post: list[str] = []  # lines to run after a successful C call
         self.post_failure: list[str] = []  # lines to run when C returned an error status
         self.pre_call: list[str] = []  # lines to run just before the C call
+        self.keep_return: list[str] = []  # lines holding kept arrays on the returned handle (_hr)
         self._n = 0
 
     # -- emission helpers -------------------------------------------------- #
@@ -208,7 +222,11 @@ class _Gen:
     def z(self, sym: str) -> str:
         return f"_z_{sym}"
 
-    def dim_expr(self, d: Dim) -> str:
+    def dim_expr(self, d: Dim, who: str = "") -> str:
+        if d.expr is not None:
+            values = "(" + "".join(f"{self.z(s)}, " for s in d.symbols) + ")"
+            info = self.const((d.expr, d.symbols, who or f"{self.fname}()", str(d)), "dexp")
+            return f"{self.const(_dim_value, 'dimv')}({info}, {values})"
         parts = [self.z(s) for s in d.symbols] + ([str(d.factor)] if d.factor != 1 or not d.symbols else [])
         return " * ".join(parts)
 
@@ -236,8 +254,8 @@ class _Gen:
                     f'_ShapeError(f"{W}: dimension {ax} must be {d.factor}, got {{{size}}} (shape {{_tuple({svar})}})")',
                 )
                 continue
-            if len(d.symbols) > 1:
-                deferred.append((ax, d))
+            if len(d.symbols) > 1 or d.expr is not None:
+                deferred.append((ax, d))  # products and expressions are checked once all sizes are known
                 continue
             sym = d.symbols[0]
             z = self.z(sym)
@@ -292,9 +310,11 @@ class _Gen:
         for ax, d in deferred:
             for s in d.symbols:
                 self.need(s, f"argument '{p.name}'")
+            self.emit(f"_dx = {self.dim_expr(d, self.where(p))}")
             self.fail_unless(
-                f"{svar}[{ax}] == {self.dim_expr(d)}",
-                f'_ShapeError(f"{W}: dimension {ax} ({d}) must be {{{self.dim_expr(d)}}}, got {{{svar}[{ax}]}}")',
+                f"{svar}[{ax}] == _dx",
+                f'_ShapeError(f"{W}: dimension {ax} ({self.lit(str(d))}) must be {{_dx}}, got {{{svar}[{ax}]}}'
+                f'{" bytes" if p.dtype == "any" else ""}")',
             )
 
     # -- fills ------------------------------------------------------------- #
@@ -395,6 +415,9 @@ class _Gen:
         self.dedent()
         self.emit("else:")
         self.emit(f"    {prep}")
+        if p.dtype == "any" and p.shape is not None:
+            # void *: its one dimension counts bytes, whatever the element type
+            self.emit(f"_s{i} = (_b{i},)")
 
     def emit_absent(self, p: Param) -> None:
         i = p.index
@@ -728,7 +751,7 @@ class _Gen:
             for d in p.shape:
                 for s in d.symbols:
                     self.need(s, f"argument '{p.name}'")
-            dims = [self.dim_expr(d) for d in p.shape]
+            dims = [self.dim_expr(d, self.where(p)) for d in p.shape]
             tdt = self.const(TORCH_DTYPES[p.dtype], "dt")
             empty = self.const(torch.empty, "empty")
             targs = ", ".join(dims) if dims else "()"
@@ -798,10 +821,17 @@ class _Gen:
         C may start using them at once), in memory that cannot be resized or freed."""
         keeps = [p for p in self.plan.params if p.kind == "array" and p.keep_until is not None]
         for p in keeps:
-            h = self.plan.by_name[p.keep_until]  # type: ignore[index]
             i = p.index
             block, kept = self.const(kept_block, "keep"), self.const(Kept, "Kept")
             W = self.lit(self.where(p))
+            if p.keep_until == "return" and "return" not in self.plan.by_name:
+                # kept until the handle this call returns: checked (and its block taken)
+                # before the call, held by that Handle once C returned it
+                self.emit(f'_kr{i} = {kept}({p.pyname}, {block}({p.pyname}, _a{i}, "{W}"), _a{i}, {p.written}, '
+                          f'"{W}")')
+                self.keep_return.append(f"_hr._state.hold(_a{i}, _kr{i})")
+                continue
+            h = self.plan.by_name[p.keep_until]  # type: ignore[index]
             self.emit(f"if _h{h.index} is None: raise _ArgType(\"{W}: C keeps it until "
                       f"'{h.name}' is closed, so '{h.name}' must be a tensorffi.Handle\")")
             # the buffer block itself is held (not only the tensor): torch may swap a
@@ -892,7 +922,13 @@ class _Gen:
         if plan.returns == "handle":
             make = self.const(self.b.handle_maker(plan.decl.result.text.replace("const ", ""),
                                                   plan.returns_handle), "mkh")  # type: ignore[arg-type]
-            value = [f"{make}(_r)"]
+            if self.keep_return:
+                self.emit(f"_hr = {make}(_r)")
+                for line in self.keep_return:
+                    self.emit(line)
+                value = ["_hr"]
+            else:
+                value = [f"{make}(_r)"]
         if plan.returns == "count":
             value = ["_r"]
         if plan.returns == "value":
@@ -955,7 +991,7 @@ class _Gen:
             for d in o.shape:
                 for s in d.symbols:
                     self.need(s, f"argument '{p.name}'")
-            dims = ", ".join(self.dim_expr(d) for d in o.shape) or "()"
+            dims = ", ".join(self.dim_expr(d, self.where(p)) for d in o.shape) or "()"
             self.emit("try:")
             self.emit(f"    _out{p.index} = {empty}({dims}, dtype={self.const(TORCH_DTYPES[o.dtype], 'dt')})")
             self.emit_alloc_failure(p, [self.dim_expr(d) for d in o.shape])

@@ -17,7 +17,9 @@ few nanoseconds per argument against the 50–150 ns each of the torch attribute
 that no way of calling avoids (``benchmarks/bridge.py``). The C function itself is
 called through a *trampoline* compiled beside it (``_tfb_<name>``, see
 :mod:`tensorffi._shims`) where a compiler ran (tensorffi's own module, ``compile()``);
-for ``load()`` libraries, through cffi's own call of the intptr_t-declared symbol.
+for ``load()`` libraries, through cffi's own call of the intptr_t-declared symbol; for
+``from_ctypes()`` libraries, by the function's address through a generic register call
+(:func:`generic_call`, x86-64 System V only: elsewhere, cffi's call).
 
 Functions the native path does not cover keep the Python path: strings, structs,
 handles, callbacks, raw pointers, arrays C keeps after the call, pointer or
@@ -214,6 +216,10 @@ def _param_reason(p: Param) -> str | None:
         if p.dtype not in STATE.dtype_codes:
             return f"'{p.name}' has element type {p.dtype}"
         if p.shape is not None:
+            if p.dtype == "any":
+                return f"'{p.name}' is void *, its length counted in bytes"
+            if any(d.expr is not None for d in p.shape):
+                return f"a dimension of '{p.name}' is an expression of sizes"
             if len(p.shape) > STATE.limits["rank"]:
                 return f"'{p.name}' has more than {STATE.limits['rank']} dimensions"
             if any(len(d.symbols) > STATE.limits["dim_symbols"] for d in p.shape):
@@ -221,6 +227,8 @@ def _param_reason(p: Param) -> str | None:
         return None
     if p.kind == "scalar":
         ct = p.ctype.replace("const ", "").strip()
+        if p.fill is not None and p.fill.dim is not None and p.fill.dim.expr is not None:
+            return f"'{p.name}' is filled in with an expression of sizes"
         if p.scalar in ("int", "bool") and p.int_range is not None and ct != "char":
             return None
         if p.scalar == "float" and ct in ("float", "double"):
@@ -341,6 +349,52 @@ def encode(plan: Plan, ffi: Any, kernel: tuple[list[str], dict[str, Any]] | None
     return array("q", words).tobytes(), tuple(names), callables
 
 
+#: struct-module codes of integer results by (size, signed) for the generic register call
+_GENERIC_INT = {(1, True): "b", (1, False): "B", (2, True): "h", (2, False): "H", (4, True): "i", (4, False): "I",
+                (8, True): "q", (8, False): "Q"}
+
+
+def generic_call(plan: Plan, ffi: Any, address: int | None) -> tuple[int, bytes, bytes] | None:
+    """``(address, classes, result)`` for calling ``plan``'s function by its address
+    alone through csrc/bridge_call.c's generic register call (``tfb_generic_call``:
+    x86-64 System V, every argument in a register), or None where it cannot: no
+    address, another platform, a signature with more than 6 integer or 8 floating
+    arguments, or a type the call does not place."""
+    if address is None or not STATE.limits.get("generic"):
+        return None
+    classes = []
+    for p in plan.params:
+        if p.kind == "array":
+            classes.append("i")
+        elif p.kind == "scalar" and p.scalar == "float":
+            classes.append("f" if p.float_bits == 32 else "d")
+        elif p.kind == "scalar" and p.int_range is not None:
+            classes.append("i")
+        else:
+            return None
+    if classes.count("i") > STATE.limits["generic_int"] or len(classes) - classes.count("i") > STATE.limits["generic_sse"]:
+        return None
+    res = plan.decl.result
+    if res.text == "void":
+        code = "v"
+    elif res.pointer_depth or res.is_struct or res.is_function_pointer:
+        return None
+    elif res.resolved in ("float", "double"):
+        code = "f" if res.resolved == "float" else "d"
+    elif res.is_integer:
+        text = res.text.replace("const ", "").strip()
+        if res.resolved in ("_Bool", "bool") or res.base == "bool":
+            code = "?"
+        else:
+            try:
+                code = _GENERIC_INT[(ffi.sizeof(text), int(ffi.cast(text, -1)) < 0)]
+            except Exception:
+                return None
+    else:
+        return None
+    return address, "".join(classes).encode(), code.encode()
+
+
 def trampoline_address(ffi: Any, lib: Any, name: str) -> int | None:
     """The address of function ``name``'s trampoline in API-mode library ``lib``, if any."""
     tname = TRAMPOLINE_PREFIX + name
@@ -362,8 +416,9 @@ def lower(bound: Any, fallback: Any) -> tuple[Any, str | None]:
     if why is not None:
         return None, why
     spec, names, _ = encode(plan, bound.ffi)
+    generic = None if bound.trampoline else generic_call(plan, bound.ffi, getattr(bound, "address", None))
     call = STATE.native.NativeCall(spec, names, bound.trampoline or 0, None if bound.trampoline else bound.cfunc,
-                                   fallback, bound.raise_status, bound.keepalive)
+                                   fallback, bound.raise_status, bound.keepalive, None, generic)
     return call, None
 
 
@@ -390,5 +445,6 @@ def lower_kernel(bound: Any, fallback: Any, hidden: dict[str, Any], grad_guard: 
     return call, None
 
 
-__all__ = ["configure", "describe", "lower", "lower_kernel", "reader", "native_reason", "encode", "trampoline_address", "tensor_copy",
+__all__ = ["configure", "describe", "lower", "lower_kernel", "reader", "native_reason", "encode", "trampoline_address",
+           "generic_call", "tensor_copy",
            "contents", "dtype_code", "STATE"]
