@@ -139,6 +139,7 @@ def _bind(verb: str, contract: str, complex_contract: str | None = None) -> dict
 
 
 _SOSFILT_C = _bind("sosfilt", _FORWARD.format(w=6), _FORWARD.format(w=12))
+_SOSFILT = _SOSFILT_C[False]
 _BACKWARD_C = _bind("sosfilt_backward", _BACKWARD)
 _FILTFILT_C = _bind("sosfiltfilt", _FILTFILT.format(w=6, z=2), _FILTFILT.format(w=12, z=4))
 #: Work (channels x samples x sections, per pass) from which a call is made with the
@@ -420,7 +421,10 @@ def _a0_error(fn: str, bad: tuple[int, Any]) -> InvalidArgumentError:
     )
 
 
-_SOS64: "OrderedDict[Any, Any]" = OrderedDict()
+#: content -> float64 copy, of float32 tensors and of float32 NumPy arrays (the bridge
+#: allocates outputs in the kind of the first array: a tensor call passes tensors)
+_SOS64: "OrderedDict[Any, torch.Tensor]" = OrderedDict()
+_SOS64_NP: "OrderedDict[Any, np.ndarray]" = OrderedDict()
 _contents = _lower.contents()
 
 
@@ -439,13 +443,13 @@ def _sos64(sos: Any) -> Any:
     if key is None:  # a view C cannot read as it is (strided, lazy negation): convert it
         return np.ascontiguousarray(sos, np.float64) if numpy_kind else \
             sos.detach().resolve_neg().to(torch.float64).contiguous()
-    key = (numpy_kind, key)
-    c = _SOS64.get(key)
+    c = (_SOS64_NP if numpy_kind else _SOS64).get(key)
     if c is None:
-        c = _SOS64[key] = np.ascontiguousarray(sos, np.float64) if numpy_kind else \
+        cache = _SOS64_NP if numpy_kind else _SOS64
+        c = cache[key] = np.ascontiguousarray(sos, np.float64) if numpy_kind else \
             sos.detach().to(torch.float64).contiguous()
-        if len(_SOS64) > _SOS_CACHE_SIZE:
-            _SOS64.popitem(last=False)
+        if len(cache) > _SOS_CACHE_SIZE:
+            cache.popitem(last=False)
     return c
 
 
@@ -629,8 +633,10 @@ def _sosfilt(sos: Any, x: Any, axis: Any, zi: Any, nthreads: int, fn: str = "sos
                 if numpy_kind and numel * x.itemsize >= _LARGE:
                     y, zf = _call(_SOSFILT_C, work, name, c, x2, nthreads, n=n, inner=1, zi=zi2,
                                   y=_empty_np(x2.shape, name))
+                elif work < _WATCH_WORK:
+                    y, zf = _SOSFILT[name](c, x2, nthreads, n=n, inner=1, zi=zi2)
                 else:
-                    y, zf = _call(_SOSFILT_C, work, name, c, x2, nthreads, n=n, inner=1, zi=zi2)
+                    y, zf = _watched(_SOSFILT_C[True][name], c, x2, nthreads, n=n, inner=1, zi=zi2)
             except InvalidArgumentError:
                 _sos_facts(sos, fn)  # a0: raises SciPy's message, with the function and the value
                 raise
