@@ -92,62 +92,63 @@ from ._kernels import eager_plain
 from ._lib import native
 from .core import get_num_threads, resolve_threads
 from .errors import DeviceError, DTypeError, InvalidArgumentError, ShapeError, TensorFFIError
+from ._kernels import constants
+from ._lib import lib
+from .errors import NativeError
 
 __all__ = ["sosfilt", "sosfilt_zi", "sosfiltfilt", "SOSFilter", "uses_float32_arithmetic", "simd_level"]
 
 # --------------------------------------------------------------------------- #
-# Native functions                                                             #
+# Native functions: one binding per C function                                 #
 # --------------------------------------------------------------------------- #
 
-# Complex signals cross into C as real arrays with the last axis doubled (real and
-# imaginary parts interleaved): ``inner`` counts reals. Complex coefficients are
-# [n_sections, 12]: the six coefficients of a section as (re, im) pairs.
+# Signals cross into C as 2-D arrays [outer, n * inner] (any axis of a C-contiguous
+# N-d array is the middle one of [outer, n, inner]; the last axis has inner = 1), so
+# the common case, a C-contiguous signal filtered along its last axis, is passed as
+# it is, and every other case is one reshape of the same call. Complex signals cross
+# as reals with the last axis doubled (real and imaginary parts interleaved): ``inner``
+# counts reals. Complex coefficients are [n_sections, 12]: the six coefficients of a
+# section as (re, im) pairs. Outputs are allocated by the bridge, in the caller's kind,
+# unless the caller passes one (large NumPy outputs: see _empty_np).
 _FORWARD = (
-    "sos: [n_sections, {w}]; x: [outer, n, inner]; y: out [outer, n, inner]; "
-    "zi: in? [n_sections, outer, 2, inner]; zf: inout? [n_sections, outer, 2, inner]"
+    "sos: [n_sections, {w}]; x: [outer, n*inner]; y: out [outer, n*inner]; "
+    "zi: in? [n_sections, outer, 2*inner]; zf: out [n_sections, outer, 2*inner]"
 )
 _BACKWARD = (
-    "sos: [n_sections, 6]; x: [outer, n, inner]; zi: in? [n_sections, outer, 2, inner]; "
-    "gy: [outer, n, inner]; gzf: in? [n_sections, outer, 2, inner]; gsos: out [n_sections, 6]; "
-    "gx: out [outer, n, inner]; gzi: out [n_sections, outer, 2, inner]"
+    "sos: [n_sections, 6]; x: [outer, n*inner]; zi: in? [n_sections, outer, 2*inner]; gy: [outer, n*inner]; "
+    "gzf: in? [n_sections, outer, 2*inner]; gsos: out [n_sections, 6]; gx: out [outer, n*inner]; "
+    "gzi: out [n_sections, outer, 2*inner]"
 )
-_FILTFILT = "sos: [n_sections, {w}]; zi: [n_sections, {z}]; x: [outer, n, inner]; y: out [outer, n, inner]"
+_FILTFILT = "sos: [n_sections, {w}]; zi: [n_sections, {z}]; x: [outer, n*inner]; y: out [outer, n*inner]"
 
-_RC = {"float32": "f32", "float64": "f64"}
-_CC = {"complex64": "c64", "complex128": "c128"}
+#: dtype -> suffix of the C functions computing in it
+_SUFFIX = {"float32": "f32", "float64": "f64", "complex64": "c64", "complex128": "c128"}
 #: complex dtype -> the real dtype of its parts
 _PART = {"complex64": "float32", "complex128": "float64"}
 
-_forward_c = {dt: native(f"tf_signal_sosfilt_{s}", _FORWARD.format(w=6)) for dt, s in _RC.items()}
-# the common case, a C-contiguous real signal filtered along its last axis, as 2-D
-# [outer, n] arrays (no reshape to 3-D per call)
-_FORWARD2 = (
-    "sos: [n_sections, 6]; x: [outer, n]; y: out [outer, n]; zi: in? [n_sections, outer, 2]; "
-    "zf: inout? [n_sections, outer, 2]; inner = 1"
-)
-_forward2_c = {dt: native(f"tf_signal_sosfilt_{s}", _FORWARD2) for dt, s in _RC.items()}
-# the same, with y and zf allocated by the bridge (in the caller's kind)
-_FORWARD2_OUT = _FORWARD2.replace("zf: inout?", "zf: out")
-_forward2_out_c = {dt: native(f"tf_signal_sosfilt_{s}", _FORWARD2_OUT) for dt, s in _RC.items()}
-_forward_cc = {dt: native(f"tf_signal_sosfilt_{s}", _FORWARD.format(w=12)) for dt, s in _CC.items()}
-_backward_c = {dt: native(f"tf_signal_sosfilt_backward_{s}", _BACKWARD) for dt, s in _RC.items()}
-_filtfilt_c = {dt: native(f"tf_signal_sosfiltfilt_{s}", _FILTFILT.format(w=6, z=2)) for dt, s in _RC.items()}
-_filtfilt_cc = {dt: native(f"tf_signal_sosfiltfilt_{s}", _FILTFILT.format(w=12, z=4)) for dt, s in _CC.items()}
-# The same kernels with a progress callback (fn, handle after nthreads), for calls of
-# at least _WATCH_WORK: only those can be stopped by Ctrl-C or cancelled (see _watched).
-_forward_cb = {dt: native(f"tf_signal_sosfilt_cb_{s}", _FORWARD.format(w=6)) for dt, s in _RC.items()}
-_forward2_cb = {dt: native(f"tf_signal_sosfilt_cb_{s}", _FORWARD2) for dt, s in _RC.items()}
-_forward_ccb = {dt: native(f"tf_signal_sosfilt_cb_{s}", _FORWARD.format(w=12)) for dt, s in _CC.items()}
-_backward_cb = {dt: native(f"tf_signal_sosfilt_backward_cb_{s}", _BACKWARD) for dt, s in _RC.items()}
-_filtfilt_cb = {dt: native(f"tf_signal_sosfiltfilt_cb_{s}", _FILTFILT.format(w=6, z=2)) for dt, s in _RC.items()}
-_filtfilt_ccb = {dt: native(f"tf_signal_sosfiltfilt_cb_{s}", _FILTFILT.format(w=12, z=4)) for dt, s in _CC.items()}
+
+def _bind(verb: str, contract: str, complex_contract: str | None = None) -> dict[bool, dict[str, Callable[..., Any]]]:
+    """``tf_signal_<verb>_<suffix>`` (False) and its progress-callback variant
+    ``tf_signal_<verb>_cb_<suffix>`` (True, for long calls: see _WATCH_WORK), by dtype."""
+    dtypes = [d for d in _SUFFIX if complex_contract is not None or d not in _PART]
+    return {
+        watched: {d: native(f"tf_signal_{verb}{'_cb' if watched else ''}_{_SUFFIX[d]}",
+                            complex_contract if d in _PART else contract) for d in dtypes}
+        for watched in (False, True)
+    }
+
+
+_SOSFILT_C = _bind("sosfilt", _FORWARD.format(w=6), _FORWARD.format(w=12))
+_SOSFILT = _SOSFILT_C[False]
+_BACKWARD_C = _bind("sosfilt_backward", _BACKWARD)
+_FILTFILT_C = _bind("sosfiltfilt", _FILTFILT.format(w=6, z=2), _FILTFILT.format(w=12, z=4))
 #: Work (channels x samples x sections, per pass) from which a call is made with the
 #: progress callback: ~5 ms of filtering on one thread. Smaller calls keep the native
 #: call path (a callback scope and the bridge's Python path cost ~10-20 us) and cannot
 #: be interrupted, as any C call; larger ones stop within ~20 ms of Ctrl-C.
 _WATCH_WORK = 1 << 23
-#: Signals this small take the operator's fast path without reading sos's shape
-#: (0.3 us of a 14 us call): unwatched, so that only a cascade of more than 256
+#: Signals this small are filtered without the progress callback without reading
+#: sos's shape (0.3 us of a 14 us torch call): only a cascade of more than 256
 #: sections on them would be a long call Ctrl-C cannot stop.
 _FAST_SAMPLES = _WATCH_WORK >> 8
 _f32_arith_c = native("tf_signal_f32_arith", "sos: [n_sections, 6]; return: value")
@@ -155,16 +156,18 @@ _f32_arith_cc = native("tf_signal_f32_arith_complex", "sos: [n_sections, 12]; re
 _lanes_c = native("tf_signal_lanes", "return: value")
 _simd_c = native("tf_signal_simd", "return: value")
 
-#: padtype -> TF_SIGNAL_PAD_* (csrc/tensorffi.h)
-PADTYPES: dict[str | None, int] = {None: 0, "odd": 1, "even": 2, "constant": 3}
+#: padtype -> TF_SIGNAL_PAD_* (read from the native module)
+PADTYPES: dict[str | None, int] = {(None if k == "none" else k): v for k, v in constants("TF_SIGNAL_PAD_").items()}
 _PADTYPE_MESSAGE = "Unknown value '{}' given to padtype. padtype must be 'even', 'odd', 'constant', or None."
+#: the status of an invalid argument (TF_EINVAL), for the errors raised here
+_EINVAL = int(lib.TF_EINVAL)
 
 ArrayLike = Any  # np.ndarray | torch.Tensor | nested sequences
 _Tensor = torch.Tensor
 _ndarray = np.ndarray
 
 # --------------------------------------------------------------------------- #
-# dtypes                                                                       #
+# dtypes: one promotion rule                                                   #
 # --------------------------------------------------------------------------- #
 
 _TORCH_TO_NUMPY = {
@@ -181,8 +184,6 @@ _TORCH_TO_NUMPY = {
     torch.complex64: np.dtype(np.complex64),
     torch.complex128: np.dtype(np.complex128),
 }
-#: real sos tensors read as they are (no conjugate or negative bit to resolve)
-_SOS_FAST = (torch.float64, torch.float32)
 _NUMPY_TO_TORCH = {
     "float32": torch.float32, "float64": torch.float64, "complex64": torch.complex64, "complex128": torch.complex128,
 }
@@ -190,26 +191,49 @@ _COMPUTE = ("float32", "float64", "complex64", "complex128")
 #: dtype (NumPy or torch) -> its name, for the four dtypes the kernels compute in
 _NAMES: dict[Any, str] = {np.dtype(n): n for n in _COMPUTE}
 _NAMES.update({t: n for n, t in _NUMPY_TO_TORCH.items()})
+#: the real ones (NumPy or torch): what a sos is read as without a conversion
+_REAL = {dt: n for dt, n in _NAMES.items() if n not in _PART}
+_TORCH_COMPUTE = tuple(_NUMPY_TO_TORCH.values())
 #: the same as NumPy dtypes
 _NP_DTYPES = {n: np.dtype(n) for n in _COMPUTE}
 
 
-def _compute_dtype(fn: str, dt: np.dtype) -> str:
-    """The dtype a promoted ``dt`` is computed and returned in (module docstring)."""
-    name = _NAMES.get(dt)
-    if name is not None:
-        return name
-    name = dt.name
-    if name in _NUMPY_TO_TORCH:
-        return name
-    if dt.kind in "biu":
-        return "float64"
-    if dt.kind == "f" and dt.itemsize < 4:
-        return "float32"
-    if dt.kind in "fc":
-        raise DTypeError(f"{fn}(): {dt} is not supported (float32, float64, complex64 and complex128 are); "
-                         f"pass dtype=numpy.float64 (or complex128) to compute in double precision")
-    raise DTypeError(f"{fn}(): input type {dt} is not supported")
+def _promote(sos: Any, x: Any, zi: Any) -> Any:
+    """The promoted dtype of the arguments (all of x's kind): NumPy's result_type for
+    NumPy callers, torch.promote_types for torch callers (module docstring)."""
+    if isinstance(x, _Tensor):
+        dt = torch.promote_types(sos.dtype, x.dtype)
+        return dt if zi is None else torch.promote_types(dt, zi.dtype)
+    xdt = x.dtype
+    if zi is None:
+        return xdt if xdt == sos.dtype else np.result_type(sos.dtype, xdt)
+    return xdt if (xdt == sos.dtype and zi.dtype == xdt) else np.result_type(sos.dtype, xdt, zi.dtype)
+
+
+def _compute_dtype(fn: str, promoted: Any, dtype: Any = None) -> str:
+    """The dtype (one of _COMPUTE) a call computes and returns in, given the promoted
+    dtype of its inputs (NumPy or torch) and the ``dtype=`` argument (module docstring)."""
+    name = _NAMES.get(promoted)
+    if name is None:
+        if isinstance(promoted, torch.dtype):
+            kind = "c" if promoted.is_complex else "f" if promoted.is_floating_point else "i"
+            size = promoted.itemsize
+        else:
+            kind, size, name = promoted.kind, promoted.itemsize, promoted.name  # e.g. byte-swapped float64
+        if name in _NUMPY_TO_TORCH:
+            pass
+        elif kind in "biu":
+            name = "float64"
+        elif kind == "f" and size < 4:
+            name = "float32"
+        elif kind in "fc":
+            raise DTypeError(f"{fn}(): {promoted} is not supported (float32, float64, complex64 and complex128 "
+                             f"are); pass dtype=numpy.float64 (or complex128) to compute in double precision")
+        else:
+            raise DTypeError(f"{fn}(): input type {promoted} is not supported")
+    if dtype is not None:
+        name = _user_dtype(fn, dtype, name)
+    return name
 
 
 def _user_dtype(fn: str, dtype: Any, promoted: str) -> str:
@@ -232,6 +256,78 @@ def _user_dtype(fn: str, dtype: Any, promoted: str) -> str:
 
 
 # --------------------------------------------------------------------------- #
+# Arguments in the caller's kind; one sos validator                            #
+# --------------------------------------------------------------------------- #
+
+
+def _numeric(fn: str, name: str, a: Any) -> np.ndarray:
+    """A non-tensor argument as a NumPy array of numbers (lists of floats are float64, as in SciPy)."""
+    arr = a if type(a) is _ndarray else np.asarray(a)
+    if arr.dtype.kind not in "biufc":
+        raise DTypeError(f"{fn}(): {name} must be numeric, got {arr.dtype}")
+    return arr
+
+
+def _as_numpy(a: Any) -> np.ndarray:
+    """A tensor's values as a NumPy array (no conjugate or negative bit; half precision as float32)."""
+    t = a.detach()
+    if t.dtype is torch.bfloat16 or t.dtype is torch.float16:
+        t = t.float()
+    return t.cpu().resolve_conj().resolve_neg().numpy()
+
+
+def _in_kind(fn: str, name: str, a: Any, torch_kind: bool) -> Any:
+    """Argument ``name`` (sos or zi) in the kind of the signal: a CPU tensor for torch
+    callers, a NumPy array otherwise."""
+    if isinstance(a, _Tensor):
+        if not a.is_cpu:
+            raise DeviceError(f"{fn}(): argument '{name}' must be a CPU tensor, got device {a.device}")
+        return a if torch_kind else _as_numpy(a)
+    arr = _numeric(fn, name, a)
+    return torch.from_numpy(arr) if torch_kind else arr
+
+
+def _check_sos(fn: str, sos: Any) -> None:
+    """sos (a NumPy array or a tensor, real or complex) must be (n_sections, 6):
+    SciPy's _validate_sos, less the a0 check (values: see _sos_facts and the kernels)."""
+    if sos.ndim != 2:
+        raise ShapeError(f"{fn}(): sos array must be 2D, got shape {tuple(sos.shape)}")
+    if sos.shape[1] != 6:
+        raise ShapeError(f"{fn}(): sos array must be shape (n_sections, 6), got {tuple(sos.shape)}")
+
+
+def _sos_arg(fn: str, sos: Any, torch_kind: bool) -> Any:
+    """The public functions' sos in the signal's kind, at least 2-D (SciPy's
+    atleast_2d); its shape is checked (by _check_sos, or by the bridge on the fast
+    path) where it is used."""
+    if torch_kind:
+        if type(sos) is not _Tensor or not sos.is_cpu:
+            sos = _in_kind(fn, "sos", sos, True)
+        return sos if sos.dim() >= 2 else sos.reshape(1, -1)
+    sos = _in_kind(fn, "sos", sos, False)
+    return sos if sos.ndim >= 2 else sos.reshape(1, -1)
+
+
+def _signal_arg(fn: str, x: Any) -> Any:
+    """The signal: a CPU tensor, or anything else as a NumPy array; at least 1-D."""
+    if isinstance(x, _Tensor):
+        if not x.is_cpu:
+            raise DeviceError(f"{fn}(): argument 'x' must be a CPU tensor, got device {x.device}")
+        if x.dim() == 0:
+            raise ShapeError(f"{fn}(): x must be at least 1-D")
+        return x
+    if type(x) is not _ndarray:
+        x = np.asarray(x)
+    if x.ndim == 0:
+        raise ShapeError(f"{fn}(): x must be at least 1-D")
+    return x
+
+
+def _threads(threads: int | None) -> int:
+    return get_num_threads() if threads is None else resolve_threads(threads)
+
+
+# --------------------------------------------------------------------------- #
 # Facts about one sos, computed once per distinct content                      #
 # --------------------------------------------------------------------------- #
 
@@ -243,7 +339,7 @@ class _Sos:
     ones whose imaginary parts are all zero), ``[S, 12]`` (re, im pairs) for
     complex ones; ``dtype``: the dtype sos counts with in type promotion."""
 
-    __slots__ = ("c", "S", "cplx", "dtype", "bad_a0", "ntaps", "_zi", "_arr", "_ct")
+    __slots__ = ("c", "S", "cplx", "dtype", "bad_a0", "ntaps", "_zi", "_arr", "_ct", "_zit")
 
     def __init__(self, arr: np.ndarray) -> None:
         self._arr = arr
@@ -259,20 +355,28 @@ class _Sos:
         self.ntaps = 2 * self.S + 1 - min(int((arr[:, 2] == 0).sum()), int((arr[:, 5] == 0).sum()))
         self._zi: np.ndarray | None = None
         self._ct: torch.Tensor | None = None
+        self._zit: torch.Tensor | None = None
 
-    def ct(self) -> torch.Tensor:
-        """``c`` as a tensor (sharing its memory): calls on tensors pass tensors only."""
+    def coefficients(self, torch_kind: bool) -> Any:
+        """``c`` in the signal's kind (a tensor shares its memory): the bridge allocates
+        outputs in the kind of the first array."""
+        if not torch_kind:
+            return self.c
         if self._ct is None:
             self._ct = torch.from_numpy(self.c)
         return self._ct
 
-    def zi(self) -> np.ndarray:
+    def zi(self, torch_kind: bool) -> Any:
         """sosfilt_zi in the kernels' form: float64 [S, 2], or [S, 4] for complex."""
         if self._zi is None:
             zi = _steady_state(self._arr)
             self._zi = np.ascontiguousarray(zi, np.complex128).view(np.float64) if self.cplx else \
                 np.ascontiguousarray(zi.real if zi.dtype.kind == "c" else zi, np.float64)
-        return self._zi
+        if not torch_kind:
+            return self._zi
+        if self._zit is None:
+            self._zit = torch.from_numpy(self._zi)
+        return self._zit
 
 
 _SOS_CACHE: "OrderedDict[tuple[Any, ...], _Sos]" = OrderedDict()
@@ -280,28 +384,13 @@ _SOS_CACHE_SIZE = 64
 
 
 def _sos_array(sos: Any, fn: str) -> np.ndarray:
-    """sos as a 2-D NumPy array of shape (n_sections, 6) (SciPy's _validate_sos, less a0)."""
+    """sos as a checked 2-D NumPy array of shape (n_sections, 6)."""
     if type(sos) is _ndarray and sos.ndim == 2 and sos.shape[1] == 6 and sos.dtype.kind in "fc":
         return sos
-    if isinstance(sos, _Tensor) and sos.dtype in _SOS_FAST and sos.is_cpu and sos.dim() == 2 and sos.shape[1] == 6:
-        return sos.detach().numpy()
-    if isinstance(sos, _Tensor):
-        if sos.device.type != "cpu":
-            raise DeviceError(f"{fn}(): argument 'sos' must be a CPU tensor, got device {sos.device}")
-        t = sos.detach()
-        if t.dtype is torch.bfloat16 or t.dtype is torch.float16:
-            t = t.float()
-        arr = t.resolve_conj().resolve_neg().numpy()
-    else:
-        arr = sos if type(sos) is _ndarray else np.asarray(sos)
-    if arr.dtype.kind not in "biufc":
-        raise DTypeError(f"{fn}(): sos must be numeric, got {arr.dtype}")
+    arr = _in_kind(fn, "sos", sos, False)
     if arr.ndim < 2:
         arr = arr.reshape(1, -1)
-    if arr.ndim != 2:
-        raise ShapeError(f"{fn}(): sos array must be 2D, got shape {arr.shape}")
-    if arr.shape[1] != 6:
-        raise ShapeError(f"{fn}(): sos array must be shape (n_sections, 6), got {arr.shape}")
+    _check_sos(fn, arr)
     return arr
 
 
@@ -327,13 +416,45 @@ def _a0_error(fn: str, bad: tuple[int, Any]) -> InvalidArgumentError:
         f"{fn}(): sos[:, 3] should be all ones (a0 of every section), but sos[{i}, 3] = {value!r}. "
         f"Divide each section by its a0 (sos = sos / sos[:, 3:4]); to train filter coefficients, use "
         f"tensorffi.signal.SOSFilter, which keeps a0 at 1",
-        -1,
+        _EINVAL,
         fn,
     )
 
 
+#: content -> float64 copy, of float32 tensors and of float32 NumPy arrays (the bridge
+#: allocates outputs in the kind of the first array: a tensor call passes tensors)
+_SOS64: "OrderedDict[Any, torch.Tensor]" = OrderedDict()
+_SOS64_NP: "OrderedDict[Any, np.ndarray]" = OrderedDict()
+_contents = _lower.contents()
+
+
+def _sos64(sos: Any) -> Any:
+    """A real float32/float64 ``sos`` (array or tensor) as float64 for the kernels, in its
+    kind: itself if it is float64 (the bridge copies a strided one, its shape being
+    declared), else a float64 copy cached under its content (so a change of the
+    caller's array is never missed); None for any other dtype."""
+    name = _REAL.get(sos.dtype)
+    if name == "float64":
+        return sos
+    if name is None:
+        return None
+    numpy_kind = type(sos) is _ndarray
+    key = _contents(sos)
+    if key is None:  # a view C cannot read as it is (strided, lazy negation): convert it
+        return np.ascontiguousarray(sos, np.float64) if numpy_kind else \
+            sos.detach().resolve_neg().to(torch.float64).contiguous()
+    c = (_SOS64_NP if numpy_kind else _SOS64).get(key)
+    if c is None:
+        cache = _SOS64_NP if numpy_kind else _SOS64
+        c = cache[key] = np.ascontiguousarray(sos, np.float64) if numpy_kind else \
+            sos.detach().to(torch.float64).contiguous()
+        if len(cache) > _SOS_CACHE_SIZE:
+            cache.popitem(last=False)
+    return c
+
+
 # --------------------------------------------------------------------------- #
-# Layouts: an N-d signal as [outer, n, inner]                                  #
+# Layouts: an N-d signal as [outer, n * inner]                                  #
 # --------------------------------------------------------------------------- #
 
 
@@ -380,7 +501,8 @@ def _contiguous(a: Any) -> Any:
 
 
 class _Layout:
-    """How an N-d signal and its states map onto ``[outer, n, inner]`` arrays."""
+    """How an N-d signal and its states map onto the kernels' ``[outer, n * inner]``
+    and ``[n_sections, outer, 2 * inner]`` arrays (``[outer, n, inner]`` in C)."""
 
     def __init__(self, x: Any, axis: int) -> None:
         self.order = _memory_order(x)
@@ -391,45 +513,44 @@ class _Layout:
         self.inner = math.prod(self.shape[self.pos + 1 :])
         self.zorder = [0] + [d + 1 for d in self.order]
 
-    def to3(self, x: Any) -> Any:
-        return _contiguous(_permute(x, self.order)).reshape(self.outer, self.n, self.inner)
+    def to2(self, x: Any) -> Any:
+        return _contiguous(_permute(x, self.order)).reshape(self.outer, self.n * self.inner)
 
-    def from3(self, y3: Any) -> Any:
-        return _permute(y3.reshape(self.shape), _inverse(self.order))
+    def from2(self, y2: Any) -> Any:
+        return _permute(y2.reshape(self.shape), _inverse(self.order))
 
-    def zi_to3(self, zi: Any, n_sections: int) -> Any:
-        return _contiguous(_permute(zi, self.zorder)).reshape(n_sections, self.outer, 2, self.inner)
+    def zi_to2(self, zi: Any, n_sections: int) -> Any:
+        if zi is None:
+            return None
+        return _contiguous(_permute(zi, self.zorder)).reshape(n_sections, self.outer, 2 * self.inner)
 
-    def zf_from3(self, zf3: Any, n_sections: int) -> Any:
+    def zf_from2(self, zf2: Any, n_sections: int) -> Any:
         zshape = (n_sections,) + self.shape[: self.pos] + (2,) + self.shape[self.pos + 1 :]
-        return _permute(zf3.reshape(zshape), _inverse(self.zorder))
+        return _permute(zf2.reshape(zshape), _inverse(self.zorder))
 
 
 def _zi_shape(x_shape: Sequence[int], axis_n: int, n_sections: int) -> tuple[int, ...]:
     return (n_sections,) + tuple(2 if d == axis_n else int(s) for d, s in enumerate(x_shape))
 
 
-def _zi_shape_error(fn: str, axis: Any, x_shape: Sequence[int], n_sections: int, want: Sequence[int],
-                    got: Sequence[int]) -> ShapeError:
-    return ShapeError(
-        f"{fn}(): Invalid zi shape. With axis={axis!r}, an input with shape {tuple(x_shape)!r}, "
-        f"and an sos array with {n_sections} sections, argument 'zi' must have shape {tuple(want)!r}, "
-        f"got {tuple(got)!r}."
-    )
+def _check_zi(fn: str, axis: Any, x: Any, n_sections: int, zi: Any) -> None:
+    """zi must have x's shape with x.shape[axis] replaced by 2, after n_sections (SciPy's message)."""
+    want = _zi_shape(x.shape, _normalize_axis(axis, x.ndim), n_sections)
+    if tuple(zi.shape) != want:
+        raise ShapeError(
+            f"{fn}(): Invalid zi shape. With axis={axis!r}, an input with shape {tuple(x.shape)!r}, "
+            f"and an sos array with {n_sections} sections, argument 'zi' must have shape {want!r}, "
+            f"got {tuple(zi.shape)!r}."
+        )
 
 
 # --------------------------------------------------------------------------- #
-# Kernel calls on [outer, n, inner] arrays (NumPy or torch, one kind per call)  #
+# The one implementation of each kernel (NumPy arrays or tensors, one kind)     #
 # --------------------------------------------------------------------------- #
-
-
-def _dtype_name(a: Any) -> str:
-    name = _NAMES.get(a.dtype)
-    return name if name is not None else str(a.dtype).replace("torch.", "")
 
 
 def _parts(a: Any) -> Any:
-    """A complex ``[..., inner]`` array as reals ``[..., 2 * inner]`` (a view)."""
+    """A complex ``[..., m]`` array as reals ``[..., 2 * m]`` (a view)."""
     if a is None:
         return None
     if isinstance(a, _Tensor):
@@ -443,8 +564,8 @@ _LARGE = 1 << 20  # bytes
 def _empty_np(shape: tuple[int, ...], dtype: str) -> np.ndarray:
     """np.empty, 64-byte aligned when large: the kernels then write whole cache
     lines, around the caches (non-temporal stores; see signal.c). NumPy asks the
-    kernel for huge pages for large arrays (torch's CPU allocator does not, by
-    default): filling a fresh 32 MB output takes a few page faults, not thousands."""
+    kernel for huge pages for large arrays: filling a fresh 32 MB output takes a few
+    page faults, not thousands (the bridge allocates torch outputs the same way)."""
     dt = np.dtype(dtype)
     nbytes = math.prod(shape) * dt.itemsize
     if nbytes < _LARGE:
@@ -454,12 +575,11 @@ def _empty_np(shape: tuple[int, ...], dtype: str) -> np.ndarray:
     return raw[off : off + nbytes].view(dt).reshape(shape)
 
 
-def _empty(shape: tuple[int, ...], dtype: str, like: Any) -> Any:
-    """A new output array in ``like``'s kind (large tensors own a NumPy array: see _empty_np)."""
-    if isinstance(like, _Tensor):
-        if math.prod(shape) * 8 < _LARGE:
-            return torch.empty(shape, dtype=_NUMPY_TO_TORCH[dtype])
-        return torch.from_numpy(_empty_np(shape, dtype))
+def _out(like: Any, shape: tuple[int, ...], dtype: str) -> Any:
+    """The output to pass for a result of ``shape`` (None: the bridge allocates it):
+    large NumPy outputs are allocated here, aligned (see _empty_np)."""
+    if type(like) is not _ndarray or math.prod(shape) * _NP_DTYPES[dtype].itemsize < _LARGE:
+        return None
     return _empty_np(shape, dtype)
 
 
@@ -472,72 +592,156 @@ def _watched(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return scope.call(fn, *args, scope.fn, scope.handle, **kwargs)
 
 
-def _forward3(f: _Sos, x3: Any, zi3: Any, y3: Any, zf3: Any, nthreads: int) -> None:
-    """y3, zf3 (zf3 may be None) = sosfilt of x3 along its middle axis, from zi3 (None: zeros).
-    All arrays C-contiguous, of one dtype among _COMPUTE and one kind."""
-    dt = _dtype_name(x3)
-    watch = math.prod(x3.shape) * f.S >= _WATCH_WORK
-    if dt in _PART:
-        x3, zi3, y3, zf3 = _parts(x3), _parts(zi3), _parts(y3), _parts(zf3)
-        if f.cplx:
-            fn = _forward_ccb[dt] if watch else _forward_cc[dt]
-        else:
-            fn = (_forward_cb if watch else _forward_c)[_PART[dt]]
-    else:
-        fn = (_forward_cb if watch else _forward_c)[dt]
-    if watch:
-        _watched(fn, f.c, x3, nthreads, zi=zi3, y=y3, zf=zf3)
-    else:
-        fn(f.c, x3, nthreads, zi=zi3, y=y3, zf=zf3)
+def _call(table: dict[bool, dict[str, Callable[..., Any]]], work: int, dt: str, *args: Any, **kwargs: Any) -> Any:
+    """One kernel call: the ``_cb`` variant (interruptible) when ``work`` reaches _WATCH_WORK."""
+    if work >= _WATCH_WORK:
+        return _watched(table[True][dt], *args, **kwargs)
+    return table[False][dt](*args, **kwargs)
 
 
-def _forward2_watched(name: str, c: Any, x2: Any, nthreads: int, zi: Any, y: Any, zf: Any) -> None:
-    """The 2-D last-axis sosfilt call of the common case, with the progress
-    callback when it is long (see _WATCH_WORK)."""
-    if math.prod(x2.shape) * int(c.shape[0]) >= _WATCH_WORK:
-        _watched(_forward2_cb[name], c, x2, nthreads, zi=zi, y=y, zf=zf)
-    else:
-        _forward2_c[name](c, x2, nthreads, zi=zi, y=y, zf=zf)
+def _sosfilt(sos: Any, x: Any, axis: Any, zi: Any, nthreads: int, fn: str = "sosfilt",
+             final: bool = True) -> tuple[Any, Any]:
+    """The one implementation of sosfilt: ``(y, zf)`` of ``x`` (a NumPy array or a CPU
+    tensor of a dtype among _COMPUTE, at least 1-D), from ``zi`` (None: zeros; else
+    x's kind and dtype), for ``sos`` of x's kind (its shape, a0 and zi's shape are
+    checked here, in SciPy's order). Outputs have x's kind and dtype and, for permuted
+    inputs, x's memory layout; ``final=False``: zf is not wanted (it may be None)."""
+    numpy_kind = type(x) is _ndarray
+    name = _REAL.get(x.dtype)
+    nd = x.ndim if numpy_kind else x.dim()
+    if (name is not None and type(axis) is int and (axis == -1 or axis == nd - 1)
+            and (x.flags.c_contiguous if numpy_kind else x.is_contiguous())):
+        # the common case, a contiguous real signal filtered along its last axis: one
+        # bridge call on x as it lies (as a 2-D view); anything the call refuses (a0 != 1,
+        # sos's or zi's shape, a layout...) is explained or handled by the general path
+        c = _sos64(sos)
+        if c is not None:
+            n = x.shape[-1]
+            x2, zi2, zshape = x, zi, None
+            if nd != 2:
+                outer = math.prod(x.shape[:-1])
+                zshape = (c.shape[0],) + tuple(x.shape[:-1]) + (2,)
+                if zi is not None and tuple(zi.shape) != zshape:
+                    c = None  # the general path says why
+                else:
+                    x2 = x.reshape(outer, n)
+                    zi2 = None if zi is None else zi.reshape(zshape[0], outer, 2)
+        if c is not None:
+            numel = x.size if numpy_kind else x.numel()
+            work = numel if numel < _FAST_SAMPLES else numel * c.shape[0]
+            try:
+                if numpy_kind and numel * x.itemsize >= _LARGE:
+                    y, zf = _call(_SOSFILT_C, work, name, c, x2, nthreads, n=n, inner=1, zi=zi2,
+                                  y=_empty_np(x2.shape, name))
+                elif work < _WATCH_WORK:
+                    y, zf = _SOSFILT[name](c, x2, nthreads, n=n, inner=1, zi=zi2)
+                else:
+                    y, zf = _watched(_SOSFILT_C[True][name], c, x2, nthreads, n=n, inner=1, zi=zi2)
+            except InvalidArgumentError:
+                _sos_facts(sos, fn)  # a0: raises SciPy's message, with the function and the value
+                raise
+            except NativeError:
+                raise
+            except TensorFFIError:
+                pass
+            else:
+                if zshape is None:
+                    return y, zf
+                return y.reshape(x.shape), (zf.reshape(zshape) if final else None)
+    f = _sos_facts(sos, fn)  # sos's shape and a0 (SciPy's order: before zi's shape)
+    S = f.S
+    if zi is not None:
+        _check_zi(fn, axis, x, S, zi)
+    dt = _NAMES[x.dtype]
+    lay = _Layout(x, _normalize_axis(axis, nd))
+    x2, zi2 = lay.to2(x), lay.zi_to2(zi, S)
+    cplx, inner, kernel = dt in _PART, lay.inner, dt
+    if cplx:  # complex signals: reals, the last axis doubled
+        x2, zi2, inner = _parts(x2), _parts(zi2), 2 * inner
+        if not f.cplx:
+            kernel = _PART[dt]  # real coefficients: real and imaginary parts are channels of the real kernel
+    y2, zf2 = _call(_SOSFILT_C, x2.shape[0] * x2.shape[1] * S, kernel, f.coefficients(not numpy_kind), x2, nthreads,
+                    n=lay.n, inner=inner, zi=zi2, y=_out(x, tuple(x2.shape), _PART.get(dt, dt)))
+    if cplx:
+        y2, zf2 = _complex_view(y2), _complex_view(zf2)
+    return lay.from2(y2), (lay.zf_from2(zf2, S) if final else None)
 
 
-def _filtfilt3(f: _Sos, x3: Any, y3: Any, edge: int, padtype: str | None, nthreads: int) -> None:
-    """The one-kernel sosfiltfilt of ``[outer, n, inner]`` ``x3`` into ``y3``."""
-    dt = _dtype_name(x3)
-    watch = 2 * math.prod(x3.shape) * f.S >= _WATCH_WORK
-    if dt in _PART:
-        x3, y3 = _parts(x3), _parts(y3)
-        if f.cplx:
-            fn = _filtfilt_ccb[dt] if watch else _filtfilt_cc[dt]
-        else:
-            fn = (_filtfilt_cb if watch else _filtfilt_c)[_PART[dt]]
-    else:
-        fn = (_filtfilt_cb if watch else _filtfilt_c)[dt]
-    if watch:
-        _watched(fn, f.c, f.zi(), x3, PADTYPES[padtype], edge, nthreads, y=y3)
-    else:
-        fn(f.c, f.zi(), x3, PADTYPES[padtype], edge, nthreads, y=y3)
+def _complex_view(a: Any) -> Any:
+    """The inverse of _parts: reals ``[..., 2 * m]`` as complex ``[..., m]`` (a view)."""
+    if isinstance(a, _Tensor):
+        return torch.view_as_complex(a.unflatten(-1, (-1, 2)))
+    return a.view(np.complex64 if a.dtype == np.float32 else np.complex128)
 
 
-def _backward3(f: _Sos, x3: Any, zi3: Any, gy3: Any, gzf3: Any, nthreads: int) -> tuple[Any, Any, Any]:
-    """The adjoint of :func:`_forward3` (real coefficients): ``(gsos, gx3, gzi3)``, gsos
-    float64 ``[n_sections, 6]`` summed over every channel (both parts of complex ones).
-    The forward pass is recomputed in C from checkpoints (about four forward passes)."""
-    dt = _dtype_name(x3)
-    gx3 = _empty(tuple(x3.shape), dt, x3)
-    gzi3 = _empty((f.S, int(x3.shape[0]), 2, int(x3.shape[2])), dt, x3)
-    # the adjoint is ~4 forward passes
-    table = _backward_cb if 4 * math.prod(x3.shape) * f.S >= _WATCH_WORK else _backward_c
-    if dt in _PART:
-        fn = table[_PART[dt]]
-        x3, zi3, gy3, gzf3, gx, gzi = _parts(x3), _parts(zi3), _parts(gy3), _parts(gzf3), _parts(gx3), _parts(gzi3)
+def _sosfilt_backward(sos: Any, x: Any, axis: int, zi: Any, gy: Any, gzf: Any, nthreads: int,
+                      fn: str = "sosfilt_backward") -> tuple[Any, Any, Any]:
+    """The adjoint of :func:`_sosfilt` (real coefficients): ``(gsos, gx, gzi)``, gsos
+    float64 ``[n_sections, 6]`` summed over every channel (both parts of complex ones),
+    in x's kind. The forward pass is recomputed in C from checkpoints (about four
+    forward passes)."""
+    f = _sos_facts(sos, fn)
+    if f.cplx:
+        raise _complex_sos_grad_error(fn)
+    S = f.S
+    lay = _Layout(x, _normalize_axis(axis, x.ndim))
+    x2, zi2, gy2, gzf2 = lay.to2(x), lay.zi_to2(zi, S), lay.to2(gy), lay.zi_to2(gzf, S)
+    dt, inner = _NAMES[x.dtype], lay.inner
+    cplx = dt in _PART
+    if cplx:
+        x2, zi2, gy2, gzf2, dt, inner = _parts(x2), _parts(zi2), _parts(gy2), _parts(gzf2), _PART[dt], 2 * inner
+    gsos, gx2, gzi2 = _call(_BACKWARD_C, 4 * x2.shape[0] * x2.shape[1] * S, dt, f.coefficients(isinstance(x, _Tensor)),
+                            x2, gy2, nthreads, n=lay.n, inner=inner, zi=zi2, gzf=gzf2)
+    if cplx:
+        gx2, gzi2 = _complex_view(gx2), _complex_view(gzi2)
+    return gsos, lay.from2(gx2), lay.zf_from2(gzi2, S)
+
+
+def _complex_sos_grad_error(fn: str) -> DTypeError:
+    return DTypeError(
+        f"{fn}(): autograd through complex filter coefficients is not supported (complex x and zi with real "
+        f"sos are); compute under torch.no_grad(), or keep sos real"
+    )
+
+
+def _check_padtype(fn: str, padtype: Any) -> None:
+    if padtype not in PADTYPES:
+        raise InvalidArgumentError(f"{fn}(): " + _PADTYPE_MESSAGE.format(padtype), _EINVAL, fn)
+
+
+def _edge(fn: str, ntaps: int, n: int, padtype: Any, padlen: Any) -> int:
+    """SciPy's _validate_pad: the extension length (a negative padlen means none)."""
+    _check_padtype(fn, padtype)
+    if padtype is None:
+        edge = 0
+    elif padlen is None:
+        edge = 3 * ntaps
     else:
-        fn = table[dt]
-        gx, gzi = gx3, gzi3
-    if table is _backward_cb:
-        gsos = _watched(fn, f.c, x3, gy3, nthreads, zi=zi3, gzf=gzf3, gx=gx, gzi=gzi)[0]
-    else:
-        gsos = fn(f.c, x3, gy3, nthreads, zi=zi3, gzf=gzf3, gx=gx, gzi=gzi)[0]
-    return gsos, gx3, gzi3
+        edge = int(padlen)
+    if n <= edge:
+        raise ShapeError(f"{fn}(): The length of the input vector x must be greater than padlen, which is {edge}.")
+    return max(edge, 0)
+
+
+def _sosfiltfilt(sos: Any, x: Any, axis: Any, padtype: str | None, padlen: int | None, nthreads: int,
+                 fn: str = "sosfiltfilt") -> Any:
+    """The one implementation of sosfiltfilt (one C kernel: padding, both passes and
+    the trimming), on x as for :func:`_sosfilt`."""
+    f = _sos_facts(sos, fn)
+    axis_n = _normalize_axis(axis, x.ndim)
+    edge = _edge(fn, f.ntaps, int(x.shape[axis_n]), padtype, padlen)
+    torch_kind = isinstance(x, _Tensor)
+    lay = _Layout(x, axis_n)
+    x2, dt, inner = lay.to2(x), _NAMES[x.dtype], lay.inner
+    cplx, kernel = dt in _PART, dt
+    if cplx:
+        x2, inner = _parts(x2), 2 * inner
+        if not f.cplx:
+            kernel = _PART[dt]
+    y2 = _call(_FILTFILT_C, 2 * x2.shape[0] * x2.shape[1] * f.S, kernel, f.coefficients(torch_kind),
+               f.zi(torch_kind), x2, PADTYPES[padtype], edge, nthreads, n=lay.n, inner=inner,
+               y=_out(x, tuple(x2.shape), _PART.get(dt, dt)))
+    return lay.from2(_complex_view(y2) if cplx else y2)
 
 
 # --------------------------------------------------------------------------- #
@@ -577,62 +781,39 @@ def sosfilt(
     >>> y.dtype, tuple(zf.shape)
     (torch.float32, (1, 2, 2))
     """
-    if isinstance(x, _Tensor):
-        return _sosfilt_torch(sos, x, axis, zi, dtype, threads)
     fn = "sosfilt"
-    if type(x) is not _ndarray:
-        x = np.asarray(x)
-    nd = x.ndim
-    if nd == 0:
-        raise ShapeError(f"{fn}(): x must be at least 1-D")
-    f = _sos_facts(sos, fn)
-    nthreads = get_num_threads() if threads is None else resolve_threads(threads)
-    axis_n = nd - 1 if axis == -1 and type(axis) is int else _normalize_axis(axis, nd)
-    S = f.S
-    xdt = x.dtype
-    if zi is not None:
-        if type(zi) is not _ndarray:
-            zi = zi.detach().cpu().resolve_conj().resolve_neg().numpy() if isinstance(zi, _Tensor) else np.asarray(zi)
-        want = _zi_shape(x.shape, axis_n, S)
-        if zi.shape != want:
-            raise _zi_shape_error(fn, axis, x.shape, S, want, zi.shape)
-        zdt = zi.dtype
-        promoted = xdt if (xdt == f.dtype and zdt == xdt) else np.result_type(f.dtype, xdt, zdt)
+    x = _signal_arg(fn, x)
+    torch_kind = isinstance(x, _Tensor)
+    sos = _sos_arg(fn, sos, torch_kind)
+    if zi is not None and (torch_kind or type(zi) is not _ndarray):
+        zi = _in_kind(fn, "zi", zi, torch_kind)
+    promoted = _promote(sos, x, zi)
+    name = _NAMES.get(promoted) if dtype is None else None
+    if name is None:
+        name = _compute_dtype(fn, promoted, dtype)
+    if torch_kind:
+        if threads is not None:
+            resolve_threads(threads)  # checked now; resolved when the operator runs
+        dt = _NUMPY_TO_TORCH[name]
+        if x.dtype is not dt:
+            x = x.to(dt)
+        if zi is not None and zi.dtype is not dt:
+            zi = zi.to(dt)
+        if sos.dtype not in _TORCH_COMPUTE:
+            sos = sos.to(torch.float64)  # integers, bool, half precision
+        elif sos.dtype.is_complex:
+            _refuse_complex_sos_grad(fn, sos, x, zi)
+        if not eager_plain(sos, x, zi):  # autograd, tracing, modes: the operator
+            y, zf = _sosfilt_op(sos, x, axis, zi, threads)
+            return y if zi is None else (y, zf)
     else:
-        promoted = xdt if xdt == f.dtype else np.result_type(f.dtype, xdt)
-    name = _NAMES.get(promoted) or _compute_dtype(fn, promoted)
-    if dtype is not None:
-        name = _user_dtype(fn, dtype, name)
-    dt = _NP_DTYPES[name]
-    if xdt != dt:
-        x = x.astype(dt)
-    if zi is not None and (zi.dtype != dt or not zi.flags.c_contiguous):
-        zi = np.ascontiguousarray(zi, dtype=dt)
-    if axis_n == nd - 1 and x.flags.c_contiguous and not f.cplx and dt.kind == "f":
-        # the common case: a C-contiguous real signal filtered along its last axis
-        n = x.shape[-1]
-        x2 = x if nd == 2 else x.reshape(-1, n) if n else x.reshape(math.prod(x.shape[:-1]), 0)
-        outer = x2.shape[0]
-        y = _empty_np(x.shape, dt)
-        y2 = y if nd == 2 else y.reshape(outer, n)
-        if zi is None:
-            if x2.size * S < _WATCH_WORK:
-                _forward2_c[name](f.c, x2, nthreads, y=y2)
-            else:
-                _watched(_forward2_cb[name], f.c, x2, nthreads, y=y2)
-            return y
-        zf = np.empty(zi.shape, dt)
-        _forward2_watched(name, f.c, x2, nthreads, zi.reshape(S, outer, 2), y2, zf.reshape(S, outer, 2))
-        return y, zf
-    lay = _Layout(x, axis_n)
-    x3 = lay.to3(x)
-    y3 = _empty_np(x3.shape, dt)
-    if zi is None:
-        _forward3(f, x3, None, y3, None, nthreads)
-        return lay.from3(y3)
-    zf3 = np.empty((S, lay.outer, 2, lay.inner), dt)
-    _forward3(f, x3, lay.zi_to3(zi, S), y3, zf3, nthreads)
-    return lay.from3(y3), lay.zf_from3(zf3, S)
+        dt = _NP_DTYPES[name]
+        if x.dtype != dt:
+            x = x.astype(dt)
+        if zi is not None and zi.dtype != dt:
+            zi = zi.astype(dt)
+    y, zf = _sosfilt(sos, x, axis, zi, _threads(threads), fn, zi is not None)  # what the operator would run
+    return y if zi is None else (y, zf)
 
 
 def _lfilter_zi_2(b: np.ndarray, a: np.ndarray) -> np.ndarray:
@@ -641,7 +822,7 @@ def _lfilter_zi_2(b: np.ndarray, a: np.ndarray) -> np.ndarray:
     while a.shape[0] > 1 and a[0] == 0.0:
         a = a[1:]
     if a.size < 1:
-        raise InvalidArgumentError("sosfilt_zi(): There must be at least one nonzero `a` coefficient.", -1,
+        raise InvalidArgumentError("sosfilt_zi(): There must be at least one nonzero `a` coefficient.", _EINVAL,
                                    "sosfilt_zi")
     if a[0] != 1.0:
         b = b / a[0]
@@ -696,46 +877,6 @@ def sosfilt_zi(sos: ArrayLike) -> Any:
     return torch.from_numpy(zi) if is_torch else zi
 
 
-def _steady_state_torch(sos: torch.Tensor) -> torch.Tensor:
-    """sosfilt_zi for sections with a0 == 1, in differentiable torch ops."""
-    b0, b1, b2, a1, a2 = sos[:, 0], sos[:, 1], sos[:, 2], sos[:, 4], sos[:, 5]
-    r0, r1 = b1 - a1 * b0, b2 - a2 * b0
-    z0 = (r0 + r1) / (1 + a1 + a2)
-    z1 = r1 - a2 * z0
-    gain = (b0 + b1 + b2) / (1 + a1 + a2)
-    scale = torch.cat([torch.ones_like(gain[:1]), torch.cumprod(gain, 0)[:-1]])
-    return torch.stack([z0, z1], 1) * scale[:, None]
-
-
-def _pad_torch(x3: torch.Tensor, edge: int, padtype: str | None) -> torch.Tensor:
-    """SciPy's odd/even/constant extension of ``x3`` along its middle axis."""
-    if padtype is None or edge <= 0:
-        return x3
-    first, last = x3[:, :1], x3[:, -1:]
-    left = x3[:, 1 : edge + 1].flip(1)
-    right = x3[:, -edge - 1 : -1].flip(1)
-    if padtype == "odd":
-        left, right = 2 * first - left, 2 * last - right
-    elif padtype == "constant":
-        left, right = first.expand_as(left), last.expand_as(right)
-    return torch.cat([left, x3, right], 1)
-
-
-def _edge(fn: str, ntaps: int, n: int, padtype: Any, padlen: Any) -> int:
-    """SciPy's _validate_pad: the extension length (a negative padlen means none)."""
-    if padtype not in PADTYPES:
-        raise InvalidArgumentError(f"{fn}(): " + _PADTYPE_MESSAGE.format(padtype), -1, fn)
-    if padtype is None:
-        edge = 0
-    elif padlen is None:
-        edge = 3 * ntaps
-    else:
-        edge = int(padlen)
-    if n <= edge:
-        raise ShapeError(f"{fn}(): The length of the input vector x must be greater than padlen, which is {edge}.")
-    return max(edge, 0)
-
-
 def sosfiltfilt(
     sos: ArrayLike,
     x: ArrayLike,
@@ -763,27 +904,35 @@ def sosfiltfilt(
     >>> y.shape, y.dtype
     ((12,), dtype('float64'))
     """
-    if isinstance(x, _Tensor):
-        return _sosfiltfilt_torch(sos, x, axis, padtype, padlen, dtype, threads)
     fn = "sosfiltfilt"
-    f = _sos_facts(sos, fn)
-    if type(x) is not _ndarray:
-        x = np.asarray(x)
-    if x.ndim == 0:
-        raise ShapeError(f"{fn}(): x must be at least 1-D")
-    axis_n = _normalize_axis(axis, x.ndim)
-    edge = _edge(fn, f.ntaps, int(x.shape[axis_n]), padtype, padlen)
-    dt = _compute_dtype(fn, np.result_type(f.dtype, x.dtype))
-    if dtype is not None:
-        dt = _user_dtype(fn, dtype, dt)
-    nthreads = get_num_threads() if threads is None else resolve_threads(threads)
-    if x.dtype.name != dt:
-        x = x.astype(dt)
-    lay = _Layout(x, axis_n)
-    x3 = lay.to3(x)
-    y3 = _empty_np(x3.shape, dt)
-    _filtfilt3(f, x3, y3, edge, padtype, nthreads)
-    return lay.from3(y3)
+    x = _signal_arg(fn, x)
+    torch_kind = isinstance(x, _Tensor)
+    if threads is not None:
+        resolve_threads(threads)
+    sos = _sos_arg(fn, sos, torch_kind)
+    if torch_kind:
+        axis = _normalize_axis(axis, x.ndim)
+        _check_padtype(fn, padtype)
+    name = _compute_dtype(fn, _promote(sos, x, None), dtype)
+    if torch_kind:
+        dt = _NUMPY_TO_TORCH[name]
+        if x.dtype is not dt:
+            x = x.to(dt)
+        if not (sos.is_floating_point() or sos.is_complex()) or sos.element_size() < 4:
+            sos = sos.to(torch.float64)
+        _refuse_complex_sos_grad(fn, sos, x)
+        if not eager_plain(sos, x):
+            return _sosfiltfilt_op(sos, x, axis, padtype, None if padlen is None else int(padlen), threads)
+    elif x.dtype.name != name:
+        x = x.astype(name)
+    return _sosfiltfilt(sos, x, axis, padtype, padlen, _threads(threads), fn)
+
+
+def _refuse_complex_sos_grad(fn: str, sos: torch.Tensor, *tensors: Any) -> None:
+    if sos.is_complex() and torch.is_grad_enabled() and not torch.compiler.is_compiling():
+        if sos.requires_grad or (any(t is not None and t.requires_grad for t in tensors)
+                                 and _sos_facts(sos, fn, check_a0=False).cplx):
+            raise _complex_sos_grad_error(fn)
 
 
 def uses_float32_arithmetic(sos: ArrayLike) -> bool:
@@ -820,397 +969,22 @@ def simd_level() -> str:
 
 
 # --------------------------------------------------------------------------- #
-# PyTorch operators: torch.ops.tensorffi.sosfilt / sosfilt_backward / sosfiltfilt #
-# --------------------------------------------------------------------------- #
-#
-# The public functions route torch tensors through these operators (after SciPy's
-# argument handling and dtype promotion), so that torch.compile(fullgraph=True) of
-# user code calling tensorffi.signal.sosfilt traces one operator node, and autograd
-# is the operator's. The operators take float32/float64/complex64/complex128 ``x``
-# (``zi`` of x's dtype) and floating or complex ``sos`` of any precision (used as
-# float64/complex128; its gradient has its dtype). Shape rules read shapes, strides
-# and dtypes only; the check ``sos[:, 3] == 1`` and sosfiltfilt's default ``padlen``
-# (which depends on sos's zeros) read values, so they happen when the operator
-# runs, never while tracing.
-
-_SOSFILT_SCHEMA = "tensorffi::sosfilt(Tensor sos, Tensor x, int axis=-1, Tensor? zi=None, int? threads=None) -> (Tensor, Tensor)"
-_SOSFILT_BACKWARD_SCHEMA = (
-    "tensorffi::sosfilt_backward(Tensor sos, Tensor x, int axis, Tensor? zi, Tensor gy, Tensor gzf, "
-    "int? threads=None) -> (Tensor, Tensor, Tensor)"
-)
-_SOSFILTFILT_SCHEMA = (
-    "tensorffi::sosfiltfilt(Tensor sos, Tensor x, int axis=-1, str? padtype=\"odd\", int? padlen=None, "
-    "int? threads=None) -> Tensor"
-)
-_OP_DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
-
-
-def _op_check(fn: str, sos: torch.Tensor, x: torch.Tensor, axis: int, zi: torch.Tensor | None = None) -> tuple[int, int]:
-    """Dtype and shape checks of an operator call (no data read): (axis, n_sections)."""
-    if x.dtype not in _OP_DTYPES:
-        raise DTypeError(f"{fn}(): argument 'x' must have dtype float32, float64, complex64 or complex128, got {x.dtype}")
-    if not (sos.is_floating_point() or sos.is_complex()):
-        raise DTypeError(f"{fn}(): argument 'sos' must have a floating or complex dtype, got {sos.dtype}")
-    if sos.is_complex() and not x.is_complex():
-        raise DTypeError(f"{fn}(): argument 'x' must be complex when 'sos' is ({sos.dtype}), got {x.dtype}")
-    if sos.dim() != 2 or sos.shape[1] != 6:
-        raise ShapeError(f"{fn}(): argument 'sos' must have shape (n_sections, 6), got {tuple(sos.shape)}")
-    if x.dim() == 0:
-        raise ShapeError(f"{fn}(): argument 'x' must be at least 1-D")
-    axis_n = _normalize_axis(axis, x.dim())
-    n_sections = sos.shape[0]
-    if zi is not None:
-        if zi.dtype != x.dtype:
-            raise DTypeError(f"{fn}(): argument 'zi' must have x's dtype {x.dtype}, got {zi.dtype}")
-        want = _zi_shape(x.shape, axis_n, n_sections)
-        if tuple(zi.shape) != want:
-            raise _zi_shape_error(fn, axis, x.shape, n_sections, want, zi.shape)
-    return axis_n, n_sections
-
-
-_SOS64: "OrderedDict[Any, torch.Tensor]" = OrderedDict()
-_contents = _lower.contents()
-
-
-def _sos64(sos: torch.Tensor) -> torch.Tensor:
-    """A real ``sos`` tensor as float64 for the kernels: itself if it is float64 (the
-    bridge copies a strided one, its shape being declared), else a float64 copy cached
-    under its content (so a change of the caller's tensor is never missed)."""
-    if sos.dtype is torch.float64:
-        return sos
-    key = _contents(sos)
-    if key is None:  # a view C cannot read as it is (strided, lazy negation): convert it
-        return sos.detach().resolve_neg().to(torch.float64).contiguous()
-    c = _SOS64.get(key)
-    if c is None:
-        c = _SOS64[key] = sos.detach().to(torch.float64).contiguous()
-        if len(_SOS64) > _SOS_CACHE_SIZE:
-            _SOS64.popitem(last=False)
-    return c
-
-
-def _empty_like_layout(x: torch.Tensor, shape: Sequence[Any], order: Sequence[int]) -> torch.Tensor:
-    """An empty tensor of ``shape`` whose memory order is ``order`` (slowest first)."""
-    return x.new_empty([shape[d] for d in order]).permute(_inverse(order))
-
-
-_REAL_TORCH = {torch.float32: "float32", torch.float64: "float64"}
-
-
-def _op_sosfilt(
-    sos: torch.Tensor, x: torch.Tensor, axis: int = -1, zi: torch.Tensor | None = None, threads: int | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    nd = x.dim()
-    name = _REAL_TORCH.get(x.dtype)
-    if (name is not None and nd == 2 and (axis == -1 or axis == 1) and sos.dtype in _SOS_FAST and x.is_contiguous()
-            and (x.numel() < _FAST_SAMPLES or x.numel() * sos.shape[0] < _WATCH_WORK)):
-        # the commonest case, in one bridge call that allocates y and zf (C-contiguous,
-        # like x); anything it refuses (a0 != 1, zi's shape or dtype...) is explained by
-        # the general path below
-        try:
-            return _forward2_out_c[name](_sos64(sos), x, get_num_threads() if threads is None else
-                                         resolve_threads(threads), zi=zi)
-        except TensorFFIError:
-            pass
-    if name is not None and nd > 0 and (axis == -1 or axis == nd - 1) and x.is_contiguous() and not x.is_neg():
-        # the common case: a contiguous real signal filtered along its last axis
-        if sos.dtype in _SOS_FAST and sos.dim() == 2 and sos.shape[1] == 6 and not sos.is_neg():
-            c, S = sos.to(torch.float64).contiguous(), sos.shape[0]  # C checks a0
-        else:
-            f = _sos_facts(sos, "sosfilt")
-            c, S = (None, 0) if f.cplx else (f.ct(), f.S)
-        shape = x.shape
-        zshape = (S,) + tuple(shape[:-1]) + (2,)
-        if c is not None and (zi is None or (zi.dtype is x.dtype and zi.is_contiguous() and not zi.is_neg()
-                                             and zi.shape == zshape)):
-            n = shape[-1]
-            small = x.numel() < 32768
-            y = torch.empty_like(x) if small else _empty(tuple(shape), name, x)
-            zf = x.new_empty(zshape) if small else _empty(zshape, name, x)
-            nthreads = get_num_threads() if threads is None else resolve_threads(threads)
-            try:
-                if nd == 2:
-                    _forward2_watched(name, c, x, nthreads, zi, y, zf)
-                else:
-                    outer = math.prod(shape[:-1])
-                    _forward2_watched(name, c, x.view(outer, n), nthreads, None if zi is None else zi.view(S, outer, 2),
-                                      y.view(outer, n), zf.view(S, outer, 2))
-            except InvalidArgumentError:
-                _sos_facts(sos, "sosfilt")  # a0: raises SciPy's message, with the function and the value
-                raise
-            return y, zf
-    f = _sos_facts(sos, "sosfilt")  # sos's shape, then a0 (SciPy's order: before zi's shape)
-    axis_n, S = _op_check("sosfilt", sos, x, axis, zi)
-    nthreads = get_num_threads() if threads is None else resolve_threads(threads)
-    dt = _dtype_name(x)
-    lay = _Layout(x, axis_n)
-    x3 = lay.to3(x)
-    y3 = _empty(tuple(x3.shape), dt, x)
-    zf3 = _empty((S, lay.outer, 2, lay.inner), dt, x)
-    _forward3(f, x3, None if zi is None else lay.zi_to3(zi, S), y3, zf3, nthreads)
-    return lay.from3(y3), lay.zf_from3(zf3, S)
-
-
-def _fake_sosfilt(
-    sos: torch.Tensor, x: torch.Tensor, axis: int = -1, zi: torch.Tensor | None = None, threads: int | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    axis_n, n_sections = _op_check("sosfilt", sos, x, axis, zi)
-    order = _memory_order(x)
-    zshape = _zi_shape(x.shape, axis_n, n_sections)
-    return _empty_like_layout(x, x.shape, order), _empty_like_layout(x, zshape, [0] + [d + 1 for d in order])
-
-
-def _complex_sos_grad_error(fn: str) -> DTypeError:
-    return DTypeError(
-        f"{fn}(): autograd through complex filter coefficients is not supported (complex x and zi with real "
-        f"sos are); compute under torch.no_grad(), or keep sos real"
-    )
-
-
-def _op_sosfilt_backward(
-    sos: torch.Tensor, x: torch.Tensor, axis: int, zi: torch.Tensor | None, gy: torch.Tensor, gzf: torch.Tensor,
-    threads: int | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    axis_n, S = _op_check("sosfilt_backward", sos, x, axis, zi)
-    _op_check("sosfilt_backward", sos, gy, axis_n, gzf)
-    if gy.shape != x.shape:
-        raise ShapeError(f"sosfilt_backward(): argument 'gy' must have x's shape {tuple(x.shape)}, got {tuple(gy.shape)}")
-    f = _sos_facts(sos, "sosfilt_backward")
-    if f.cplx:
-        raise _complex_sos_grad_error("sosfilt_backward")
-    nthreads = get_num_threads() if threads is None else resolve_threads(threads)
-    lay = _Layout(x, axis_n)
-    zi3 = lay.zi_to3(zi, S) if zi is not None else None
-    gsos, gx3, gzi3 = _backward3(f, lay.to3(x), zi3, lay.to3(gy.to(x.dtype)), lay.zi_to3(gzf.to(x.dtype), S), nthreads)
-    return torch.from_numpy(gsos).to(sos.dtype), lay.from3(gx3), lay.zf_from3(gzi3, S)
-
-
-def _fake_sosfilt_backward(
-    sos: torch.Tensor, x: torch.Tensor, axis: int, zi: torch.Tensor | None, gy: torch.Tensor, gzf: torch.Tensor,
-    threads: int | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    axis_n, n_sections = _op_check("sosfilt_backward", sos, x, axis, zi)
-    _op_check("sosfilt_backward", sos, gy, axis_n, gzf)
-    torch._check(gy.shape == x.shape, lambda: "sosfilt_backward(): argument 'gy' must have x's shape")
-    order = _memory_order(x)
-    zshape = _zi_shape(x.shape, axis_n, n_sections)
-    return (
-        sos.new_empty(sos.shape),
-        _empty_like_layout(x, x.shape, order),
-        _empty_like_layout(x, zshape, [0] + [d + 1 for d in order]),
-    )
-
-
-def _sosfilt_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    sos, x, axis, zi, threads = inputs
-    ctx.save_for_backward(sos, x, zi)
-    ctx.axis, ctx.threads = axis, threads
-
-
-def _sosfilt_grad(ctx: Any, gy: torch.Tensor | None, gzf: torch.Tensor | None) -> tuple[Any, ...]:
-    sos, x, zi = ctx.saved_tensors
-    need = ctx.needs_input_grad
-    if sos.is_complex() and need[0]:
-        raise _complex_sos_grad_error("sosfilt")
-    if gy is None:
-        gy = torch.zeros_like(x)
-    if gzf is None:
-        gzf = x.new_zeros(_zi_shape(x.shape, ctx.axis % x.dim(), sos.shape[0]))
-    gsos, gx, gzi = torch.ops.tensorffi.sosfilt_backward.default(sos, x, ctx.axis, zi, gy, gzf, ctx.threads)
-    return (
-        gsos if need[0] else None,
-        gx if need[1] else None,
-        None,
-        gzi if (zi is not None and need[3]) else None,
-        None,
-    )
-
-
-def _op_sosfiltfilt(
-    sos: torch.Tensor, x: torch.Tensor, axis: int = -1, padtype: str | None = "odd", padlen: int | None = None,
-    threads: int | None = None,
-) -> torch.Tensor:
-    axis_n, _ = _op_check("sosfiltfilt", sos, x, axis)
-    f = _sos_facts(sos, "sosfiltfilt")
-    edge = _edge("sosfiltfilt", f.ntaps, int(x.shape[axis_n]), padtype, padlen)
-    nthreads = get_num_threads() if threads is None else resolve_threads(threads)
-    lay = _Layout(x, axis_n)
-    x3 = lay.to3(x)
-    y3 = _empty(tuple(x3.shape), _dtype_name(x), x)
-    _filtfilt3(f, x3, y3, edge, padtype, nthreads)
-    return lay.from3(y3)
-
-
-def _fake_sosfiltfilt(
-    sos: torch.Tensor, x: torch.Tensor, axis: int = -1, padtype: str | None = "odd", padlen: int | None = None,
-    threads: int | None = None,
-) -> torch.Tensor:
-    _op_check("sosfiltfilt", sos, x, axis)
-    if padtype not in PADTYPES:
-        raise InvalidArgumentError("sosfiltfilt(): " + _PADTYPE_MESSAGE.format(padtype), -1, "sosfiltfilt")
-    return _empty_like_layout(x, x.shape, _memory_order(x))
-
-
-def _ntaps_torch(sos: torch.Tensor) -> int:
-    return 2 * sos.shape[0] + 1 - min(int((sos[:, 2] == 0).sum()), int((sos[:, 5] == 0).sum()))
-
-
-def _differentiable_sosfiltfilt(
-    sos: torch.Tensor, x: torch.Tensor, axis: int = -1, padtype: str | None = "odd", padlen: int | None = None,
-    threads: int | None = None,
-) -> torch.Tensor:
-    """sosfiltfilt when autograd records: padding and steady state in torch, two
-    sosfilt operator calls. Under torch.compile with gradients, the default padlen
-    (which depends on sos's values) needs concrete sos: pass ``padlen`` there."""
-    axis_n, _ = _op_check("sosfiltfilt", sos, x, axis)
-    concrete = type(sos) is torch.Tensor or type(sos) is torch.nn.Parameter
-    if concrete:
-        _sos_facts(sos, "sosfiltfilt")  # a0
-    ntaps = 0 if (padtype is None or padlen is not None) else _ntaps_torch(sos)
-    edge = _edge("sosfiltfilt", ntaps, int(x.shape[axis_n]), padtype, padlen)
-    lay = _Layout(x, axis_n)
-    x3 = lay.to3(x)
-    sos_w = sos.to(torch.complex128 if sos.is_complex() else torch.float64)
-    sosfilt_op = torch.ops.tensorffi.sosfilt.default
-    n_sections = sos_w.shape[0]
-    ext = _pad_torch(x3, edge, padtype)
-    zi = _steady_state_torch(sos_w).to(x3.dtype).reshape(n_sections, 1, 2, 1)
-    y, _ = sosfilt_op(sos_w, ext, 1, zi * ext[:, :1].unsqueeze(0), threads)
-    y, _ = sosfilt_op(sos_w, y.flip(1), 1, zi * y[:, -1:].unsqueeze(0), threads)
-    y = y.flip(1)
-    y = y[:, edge : edge + x3.shape[1]] if edge > 0 else y
-    return lay.from3(y)
-
-
-def _register_ops() -> None:
-    from . import ops
-
-    backward_op = ops.define(_SOSFILT_BACKWARD_SCHEMA, _op_sosfilt_backward, fake=_fake_sosfilt_backward)
-    ops.define(
-        _SOSFILT_SCHEMA, _op_sosfilt, fake=_fake_sosfilt, backward=_sosfilt_grad, setup_context=_sosfilt_setup,
-        _backward_op=backward_op,
-    )
-    ops.define(_SOSFILTFILT_SCHEMA, _op_sosfiltfilt, fake=_fake_sosfiltfilt, differentiable=_differentiable_sosfiltfilt)
-
-
-_register_ops()
-_sosfilt_op = torch.ops.tensorffi.sosfilt.default
-_sosfiltfilt_op = torch.ops.tensorffi.sosfiltfilt.default
-
-# --------------------------------------------------------------------------- #
-# The public functions' torch path                                             #
+# PyTorch operators (tensorffi/_signal_ops.py)                                 #
 # --------------------------------------------------------------------------- #
 
 
-def _torch_compute_dtype(fn: str, promoted: torch.dtype, dtype: Any) -> torch.dtype:
-    """The dtype a torch call computes and returns in (``dtype`` overrides)."""
-    if promoted in _OP_DTYPES:
-        name = _NAMES[promoted]
-    elif promoted.is_floating_point:
-        name = "float32"  # float16, bfloat16
-    elif promoted.is_complex:
-        raise DTypeError(f"{fn}(): {promoted} is not supported (complex64 and complex128 are)")
-    else:
-        name = "float64"  # integers, bool
-    if dtype is not None:
-        name = _user_dtype(fn, dtype, name)
-    return _NUMPY_TO_TORCH[name]
+def _register_ops() -> tuple[Any, Any]:
+    """Register torch.ops.tensorffi.sosfilt, sosfilt_backward and sosfiltfilt, whose
+    bodies are the implementations above; their handles ``(sosfilt, sosfiltfilt)``."""
+    import sys
+
+    from . import _signal_ops
+
+    return _signal_ops.register(sys.modules[__name__])
 
 
-def _as_tensor(a: Any) -> torch.Tensor:
-    """A torch tensor as is; anything else through NumPy (so a list of floats is float64, as in SciPy)."""
-    if isinstance(a, _Tensor):
-        return a
-    arr = np.asarray(a)
-    if arr.dtype.kind not in "biufc":
-        raise DTypeError(f"expected numbers, got an array of {arr.dtype}")
-    return torch.from_numpy(arr)
+_sosfilt_op, _sosfiltfilt_op = _register_ops()
 
-
-def _torch_sos(sos: Any, fn: str) -> torch.Tensor:
-    """sos as a 2-D (n_sections, 6) tensor, shape-checked (values are checked by the operator)."""
-    t = _as_tensor(sos)
-    if t.device.type != "cpu":
-        raise DeviceError(f"{fn}(): argument 'sos' must be a CPU tensor, got device {t.device}")
-    if t.dim() < 2:
-        t = t.reshape(1, -1)
-    if t.dim() != 2:
-        raise ShapeError(f"{fn}(): sos array must be 2D, got shape {tuple(t.shape)}")
-    if t.shape[1] != 6:
-        raise ShapeError(f"{fn}(): sos array must be shape (n_sections, 6), got {tuple(t.shape)}")
-    return t
-
-
-def _check_x(fn: str, x: torch.Tensor) -> None:
-    """The public functions compute, so they refuse tensors C cannot read (CUDA,
-    meta); the operators themselves run their shape rule on meta tensors."""
-    if x.device.type != "cpu":
-        raise DeviceError(f"{fn}(): argument 'x' must be a CPU tensor, got device {x.device}")
-    if x.dim() == 0:
-        raise ShapeError(f"{fn}(): x must be at least 1-D")
-
-
-def _refuse_complex_sos_grad(fn: str, sos: torch.Tensor, *tensors: Any) -> None:
-    if sos.is_complex() and torch.is_grad_enabled() and not torch.compiler.is_compiling():
-        if sos.requires_grad or (any(t is not None and t.requires_grad for t in tensors)
-                                 and _sos_facts(sos, fn, check_a0=False).cplx):
-            raise _complex_sos_grad_error(fn)
-
-
-_SOS_OK = (torch.float32, torch.float64, torch.complex64, torch.complex128)
-def _sosfilt_torch(sos: Any, x: torch.Tensor, axis: Any, zi: Any, dtype: Any, threads: int | None) -> Any:
-    fn = "sosfilt"
-    if not x.is_cpu:
-        raise DeviceError(f"{fn}(): argument 'x' must be a CPU tensor, got device {x.device}")
-    if not isinstance(sos, _Tensor):
-        sos = _as_tensor(sos)
-    elif not sos.is_cpu:
-        raise DeviceError(f"{fn}(): argument 'sos' must be a CPU tensor, got device {sos.device}")
-    if sos.dim() < 2:
-        sos = sos.reshape(1, -1)  # SciPy's atleast_2d
-    promoted = torch.promote_types(sos.dtype, x.dtype)
-    if zi is not None:
-        if not isinstance(zi, _Tensor):
-            zi = _as_tensor(zi)
-        elif not zi.is_cpu:
-            raise DeviceError(f"{fn}(): argument 'zi' must be a CPU tensor, got device {zi.device}")
-        promoted = torch.promote_types(promoted, zi.dtype)
-    dt = promoted if dtype is None and promoted in _OP_DTYPES else _torch_compute_dtype(fn, promoted, dtype)
-    if x.dtype is not dt:
-        x = x.to(dt)
-    if zi is not None and zi.dtype is not dt:
-        zi = zi.to(dt)
-    if sos.dtype not in _SOS_OK:
-        sos = sos.to(torch.float64)  # integers, bool, half precision
-    elif sos.dtype.is_complex:
-        _refuse_complex_sos_grad(fn, sos, x, zi)
-    if threads is not None:
-        resolve_threads(threads)
-    if eager_plain(sos, x, zi):
-        y, zf = _op_sosfilt(sos, x, axis, zi, threads)  # what the operator would run (see eager_plain)
-    else:
-        y, zf = _sosfilt_op(sos, x, axis, zi, threads)
-    return y if zi is None else (y, zf)
-
-
-def _sosfiltfilt_torch(
-    sos: Any, x: torch.Tensor, axis: Any, padtype: str | None, padlen: int | None, dtype: Any, threads: int | None
-) -> Any:
-    fn = "sosfiltfilt"
-    _check_x(fn, x)
-    if threads is not None:
-        resolve_threads(threads)
-    sos = _torch_sos(sos, fn)
-    axis_n = _normalize_axis(axis, x.dim())
-    if padtype not in PADTYPES:
-        raise InvalidArgumentError(f"{fn}(): " + _PADTYPE_MESSAGE.format(padtype), -1, fn)
-    dt = _torch_compute_dtype(fn, torch.promote_types(sos.dtype, x.dtype), dtype)
-    if x.dtype is not dt:
-        x = x.to(dt)
-    if not (sos.is_floating_point() or sos.is_complex()) or sos.element_size() < 4:
-        sos = sos.to(torch.float64)
-    _refuse_complex_sos_grad(fn, sos, x)
-    return _sosfiltfilt_op(sos, x, axis_n, padtype, None if padlen is None else int(padlen), threads)
 
 
 # --------------------------------------------------------------------------- #
@@ -1261,11 +1035,11 @@ class SOSFilter(torch.nn.Module):
         dtype = dtype or torch.get_default_dtype()
         if not (0.0 < float(max_reflection) < 1.0):
             raise InvalidArgumentError(
-                f"SOSFilter(): max_reflection must lie in (0, 1), got {max_reflection!r}", -1, "SOSFilter")
+                f"SOSFilter(): max_reflection must lie in (0, 1), got {max_reflection!r}", _EINVAL, "SOSFilter")
         if sos is None:
             if n_sections is None or isinstance(n_sections, bool) or int(n_sections) < 1:
                 raise InvalidArgumentError(
-                    f"SOSFilter(): pass sos, or n_sections >= 1 (got {n_sections!r})", -1, "SOSFilter")
+                    f"SOSFilter(): pass sos, or n_sections >= 1 (got {n_sections!r})", _EINVAL, "SOSFilter")
             arr = np.zeros((int(n_sections), 6))
             arr[:, 0] = arr[:, 3] = 1.0
         else:
@@ -1274,7 +1048,7 @@ class SOSFilter(torch.nn.Module):
                 raise ShapeError(f"SOSFilter(): sos has {arr.shape[0]} sections, n_sections={n_sections}")
             if np.any(arr[:, 3] == 0) or not np.all(np.isfinite(arr)):
                 raise InvalidArgumentError("SOSFilter(): sos must be finite, with a non-zero a0 in every section",
-                                           -1, "SOSFilter")
+                                           _EINVAL, "SOSFilter")
             arr = arr / arr[:, 3:4]
         self.stable = bool(stable)
         self.max_reflection = float(max_reflection)
@@ -1289,7 +1063,7 @@ class SOSFilter(torch.nn.Module):
                 raise InvalidArgumentError(
                     f"SOSFilter(): section {bad} of sos (a1={a1[bad]!r}, a2={a2[bad]!r}) is not stable within "
                     f"max_reflection={self.max_reflection}; stable=True needs |a2| < max_reflection and "
-                    f"|a1| < max_reflection * (1 + a2)", -1, "SOSFilter")
+                    f"|a1| < max_reflection * (1 + a2)", _EINVAL, "SOSFilter")
             self.u = torch.nn.Parameter(torch.tensor(np.arctanh(k), dtype=dtype))
         else:
             self.a = torch.nn.Parameter(torch.tensor(arr[:, 4:], dtype=dtype))
@@ -1327,7 +1101,7 @@ class SOSFilter(torch.nn.Module):
     def stream(self, x: ArrayLike) -> Any:
         """Filter the next chunk of a stream: starts from the states the previous call
         left (zeros at first), keeps the final states (detached) for the next call."""
-        x = _as_tensor(x)
+        x = x if isinstance(x, _Tensor) else torch.from_numpy(_numeric("SOSFilter.stream", "x", x))
         axis_n = _normalize_axis(self.axis, x.dim())
         want = _zi_shape(x.shape, axis_n, self.n_sections)
         zi = self.state

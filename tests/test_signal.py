@@ -516,18 +516,24 @@ def test_bad_input_messages():
     with pytest.raises(tensorffi.DeviceError):
         tsig.sosfilt(sos, torch.ones(20, device="meta"))
     # the C entry points check too
+    forward, filtfilt = tsig._SOSFILT_C[False], tsig._FILTFILT_C[False]
     with pytest.raises(tensorffi.errors.InvalidArgumentError, match="a0 must be 1"):
-        tsig._forward_c["float64"](bad, np.ones((1, 4, 1)), 1)
+        forward["float64"](bad, np.ones((1, 4)), 1, n=4, inner=1)
     cbad = np.zeros((1, 12))
     cbad[0, 6:8] = (1.0, 0.5)  # a0 = 1 + 0.5j
     with pytest.raises(tensorffi.errors.InvalidArgumentError, match="a0 must be 1"):
-        tsig._forward_cc["complex128"](cbad, np.ones((1, 4, 2)), 1)
+        forward["complex128"](cbad, np.ones((1, 8)), 1, n=4, inner=2)
     with pytest.raises(tensorffi.errors.NativeShapeError, match="must be even"):
-        tsig._forward_cc["complex128"](np.array([[1.0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0]]), np.ones((1, 4, 3)), 1)
+        forward["complex128"](np.array([[1.0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0]]), np.ones((1, 12)), 1, n=4, inner=3)
     with pytest.raises(tensorffi.errors.InvalidArgumentError, match="greater than padlen"):
-        tsig._filtfilt_c["float64"](sos, tsig.sosfilt_zi(sos), np.ones((1, 4, 1)), 1, 4, 1)
+        filtfilt["float64"](sos, tsig.sosfilt_zi(sos), np.ones((1, 4)), 1, 4, 1, n=4, inner=1)
     with pytest.raises(tensorffi.errors.InvalidArgumentError, match="unknown padtype"):
-        tsig._filtfilt_c["float32"](sos, tsig.sosfilt_zi(sos), np.ones((1, 40, 1), np.float32), 7, 4, 1)
+        filtfilt["float32"](sos, tsig.sosfilt_zi(sos), np.ones((1, 40), np.float32), 7, 4, 1, n=40, inner=1)
+    # the bridge checks that n * inner is the signal's row (and 2 * inner the states')
+    with pytest.raises(tensorffi.ShapeError, match="n\\*inner"):
+        forward["float64"](sos, np.ones((1, 40)), 1, n=41, inner=1)
+    with pytest.raises(tensorffi.ShapeError, match="2\\*inner"):
+        forward["float64"](sos, np.ones((1, 40)), 1, n=20, inner=2, zi=np.zeros((2, 1, 2)))
 
 
 def test_a0_error_names_function_value_and_remedy(kind):
@@ -686,20 +692,30 @@ def test_backward_many_channels_and_long_signals(rng):
         assert torch.equal(g_threads[0], g_threads[1])  # deterministic sums
 
 
-def test_kernel_functions_on_3d_arrays(rng):
+def test_one_implementation_for_both_kinds(rng):
+    # the implementation the public functions and the operators share, on arrays and tensors
     sos = ss.butter(6, 0.3, output="sos")
-    f = tsig._sos_facts(sos, "test")
     for kind in ("numpy", "torch"):
         x3 = as_kind(rng.standard_normal((2, 100, 3)), kind)
         zi3 = as_kind(rng.standard_normal((3, 2, 2, 3)), kind)
-        y3, zf3 = as_kind(np.empty((2, 100, 3)), kind), as_kind(np.empty((3, 2, 2, 3)), kind)
-        tsig._forward3(f, x3, zi3, y3, zf3, 1)
+        s = as_kind(sos, kind)
+        y3, zf3 = tsig._sosfilt(s, x3, 1, zi3, 1)
         ry, rzf = ss.sosfilt(sos, to_numpy(x3), axis=1, zi=to_numpy(zi3))
+        assert type(y3) is type(x3) and type(zf3) is type(x3)
         assert_array_equal(to_numpy(y3), ry)
         assert_array_equal(to_numpy(zf3), rzf)
-        gsos, gx3, gzi3 = tsig._backward3(f, x3, zi3, as_kind(np.ones((2, 100, 3)), kind), None, 1)
-        assert gsos.shape == (3, 6) and gsos.dtype == np.float64
+        y2, zf2 = tsig._sosfilt(s, x3[:, :, 0].T.copy() if kind == "numpy" else x3[:, :, 0].T.contiguous(), -1,
+                                None, 1)  # the 2-D last-axis case (one bridge call)
+        ry2, rzf2 = ss.sosfilt(sos, to_numpy(x3)[:, :, 0].T, zi=np.zeros((3, 100, 2)))
+        assert_array_equal(to_numpy(y2), ry2)
+        assert_array_equal(to_numpy(zf2), rzf2)
+        gsos, gx3, gzi3 = tsig._sosfilt_backward(s, x3, 1, zi3, as_kind(np.ones((2, 100, 3)), kind),
+                                                 as_kind(np.zeros((3, 2, 2, 3)), kind), 1)
+        assert gsos.shape == (3, 6) and to_numpy(gsos).dtype == np.float64
         assert type(gx3) is type(x3) and gx3.shape == x3.shape and gzi3.shape == zi3.shape
+        yy = tsig._sosfiltfilt(s, x3, 1, "odd", 9, 1)
+        assert type(yy) is type(x3)
+        assert_array_equal(to_numpy(yy), ss.sosfiltfilt(sos, to_numpy(x3), axis=1, padlen=9))
 
 
 def test_sosfiltfilt_gradcheck(rng):
