@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import errors
 from ._decl import parse_declarations
 from ._version import __version__
+
+if TYPE_CHECKING:
+    from .bridge import Struct
 
 try:
     from . import _native  # type: ignore[attr-defined]
@@ -63,3 +66,10 @@ def native(name: str, contract: str | None = None) -> Callable[..., Any]:
         trampoline=trampoline_address(ffi, lib, name),
         keepalive=lib,
     )
+
+
+def struct(type_name: str, **fields: Any) -> Struct:
+    """A struct of the native library whose pointer fields may hold tensors."""
+    from .bridge import Struct
+
+    return Struct(ffi, DECLS, type_name, **fields)

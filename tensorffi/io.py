@@ -60,7 +60,7 @@ import torch
 from ._bridge import lower as _lower
 from ._callbacks import CallbackScope
 from ._lib import native
-from .core import resolve_threads
+from ._threads import resolve_threads
 from .errors import (
     NativeError,
     NativeIOError,

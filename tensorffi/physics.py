@@ -40,7 +40,8 @@ import torch
 
 from ._callbacks import CallbackScope
 from ._kernels import check_int, check_real, constants, describe, eager_plain, kind_of, variants
-from .core import resolve_threads, struct
+from ._lib import struct
+from ._threads import resolve_threads
 from .errors import ArgumentTypeError, DTypeError, ShapeError, TensorFFIError
 
 __all__ = ["nbody", "nbody_", "energy", "momentum", "jovian_system", "METHODS", "SOLAR_MASS", "DAYS_PER_YEAR"]

@@ -90,7 +90,7 @@ from ._bridge import lower as _lower
 from ._callbacks import CallbackScope
 from ._kernels import eager_plain
 from ._lib import native
-from .core import get_num_threads, resolve_threads
+from ._threads import get_num_threads, resolve_threads
 from .errors import DeviceError, DTypeError, InvalidArgumentError, ShapeError, TensorFFIError
 
 __all__ = ["sosfilt", "sosfilt_zi", "sosfiltfilt", "SOSFilter", "uses_float32_arithmetic", "simd_level"]
