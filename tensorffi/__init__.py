@@ -21,7 +21,7 @@ from .handles import Handle, buffer
 from .byo import cache_dir, compile, load
 from .contract import parse_contract
 from .core import get_num_threads, set_num_threads
-from ._display import describe
+from .library import describe
 from .errors import (
     AllocationError,
     ArgumentOverflowError,

@@ -231,7 +231,7 @@ class TensorFFIMagics(Magics):
 
     def _line(self, line: str) -> Any:
         import tensorffi
-        from .__main__ import cache_command
+        from .cache import cache_command
 
         words = line.split()
         if words == ["info"]:
