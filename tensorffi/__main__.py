@@ -1,23 +1,23 @@
 # SPDX-License-Identifier: MIT
 """Command line: ``tensorffi demo | info | bench | cache`` (also ``python -m tensorffi``).
 
-The demo runs every kernel family on data shipped with the package. Each kernel
-module contributes a ``_demo(print)`` function; the modules are listed in DEMO_STEPS.
+The demo runs every kernel family on data shipped with the package: the steps of
+tensorffi._demo, in the order of DEMO_STEPS.
 """
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 from typing import Callable
 
+from ._demo import STEPS
 from .cache import cache_command
 
 __all__ = ["main", "demo", "cache_command", "DEMO_STEPS"]
 
-# Kernel modules, in demo order; each has ``_demo(say: Callable[[str], None])``.
-DEMO_STEPS = ["tensorffi._demo_core", "tensorffi.signal", "tensorffi.io", "tensorffi.physics", "tensorffi.ops"]
+# The demo's steps, in order; each is ``step(say: Callable[[str], None])``.
+DEMO_STEPS = STEPS
 
 DESCRIPTION = "tensorffi: C code callable on PyTorch tensors and NumPy arrays -- zero-copy, checked."
 
@@ -46,18 +46,10 @@ def demo(say: Callable[[str], None] = print) -> int:
     facts = tensorffi.info()
     say(f"tensorffi {facts['version']} — {facts['simd']} SIMD, {facts['threads']} threads, built with {facts['compiler']}")
     ran = 0
-    for name in DEMO_STEPS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue  # that kernel family is not part of this build yet
-            raise
-        step = getattr(module, "_demo", None)
-        if step is not None:
-            say("")
-            step(say)
-            ran += 1
+    for step in DEMO_STEPS:
+        say("")
+        step(say)
+        ran += 1
     say("")
     say(f"demo finished: {ran} kernel families ran on the data shipped with tensorffi.")
     say("")

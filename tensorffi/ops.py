@@ -706,36 +706,3 @@ def _register_core() -> None:
 
 
 _register_core()
-
-
-# --------------------------------------------------------------------------- #
-# Demo                                                                        #
-# --------------------------------------------------------------------------- #
-
-
-def _demo(say: Callable[[str], None]) -> None:
-    """tensorffi's operators: schemas, eager vs torch.compile, autograd."""
-    from importlib import resources
-
-    say("== PyTorch operators: torch.ops.tensorffi.* ==")
-    for qualname in ("tensorffi::scale_", "tensorffi::axpy_", "tensorffi::iota", "tensorffi::scaled"):
-        say(f"  {_operators[qualname].schema}")
-    text = resources.files("tensorffi").joinpath("data", "ops_demo.txt").read_text()
-    x = torch.tensor([float(v) for v in text.split("\n") if v and not v.startswith("#")])
-    say(f"data: {x.numel()} samples of a damped sine (tensorffi/data/ops_demo.txt)")
-
-    def model(t: torch.Tensor) -> torch.Tensor:
-        y = torch.ops.tensorffi.scaled(t, 0.5)
-        torch.ops.tensorffi.scale_(t, 2.0)  # in place, marked (a!) in the schema
-        return y.square().sum() + t.sum()
-
-    eager = model(x.clone())
-    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")(x.clone())
-    say(f"eager {eager.item():.6f} == torch.compile(fullgraph=True) {compiled.item():.6f}: no graph break")
-    v = x.clone().requires_grad_()
-    (grad,) = torch.autograd.grad(torch.ops.tensorffi.scaled(v, 0.5).square().sum(), v)
-    err = (grad - 0.5 * x).abs().max().item()
-    say(f"autograd through scaled: d/dx sum((x/2)^2) = x/2, max error {err:.1e}")
-    with torch.inference_mode():
-        out = torch.ops.tensorffi.scaled(x, 3.0)
-    say(f"inference_mode: an inference tensor, requires_grad={out.requires_grad}")
