@@ -108,7 +108,51 @@ def count(total: int, steps: int, progress: Any = None) -> int:
     return int(reached[0])
 
 
+# --------------------------------------------------------------------------- #
+# tensorffi's own operators: torch.ops.tensorffi.scale_, axpy_, iota, scaled     #
+# --------------------------------------------------------------------------- #
+
+
+def _register_ops() -> None:
+    import torch
+
+    from . import core
+    from .ops import register
+
+    register(core.scale_, "tensorffi::scale_")
+    register(core.axpy_, "tensorffi::axpy_")
+    register(core.iota, "tensorffi::iota")
+
+    def scaled_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        ctx.a = inputs[1]
+
+    def scaled_backward(ctx: Any, grad: Any) -> tuple[Any, None]:
+        return torch.ops.tensorffi.scaled(grad, ctx.a), None
+
+    register(
+        core._scaled,
+        "tensorffi::scaled",
+        hidden={"nthreads": core.get_num_threads},
+        backward=scaled_backward,
+        setup_context=scaled_setup,
+    )
+
+
+_ops_registered = [False]
+
+
+def _ensure_ops() -> None:
+    """Register this module's operators once (tensorffi._torch calls it when torch is in use)."""
+    if not _ops_registered[0]:
+        _ops_registered[0] = True
+        _register_ops()
+
+
 __all__ = [
     "info", "get_num_threads", "set_num_threads", "resolve_threads", "struct", "raw",
     "scale_", "axpy_", "iota", "scaled", "span_sum", "count",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the API only: tab completion does not offer imports (np, torch, ...)

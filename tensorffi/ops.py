@@ -678,31 +678,5 @@ def _c_backward(
     return backward_op, setup_context, backward_fn
 
 
-# --------------------------------------------------------------------------- #
-# tensorffi's own operators                                                    #
-# --------------------------------------------------------------------------- #
-
-
-def _register_core() -> None:
-    from . import core
-
-    register(core.scale_, "tensorffi::scale_")
-    register(core.axpy_, "tensorffi::axpy_")
-    register(core.iota, "tensorffi::iota")
-
-    def scaled_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-        ctx.a = inputs[1]
-
-    def scaled_backward(ctx: Any, grad: Any) -> tuple[Any, None]:
-        return torch.ops.tensorffi.scaled(grad, ctx.a), None
-
-    register(
-        core._scaled,
-        "tensorffi::scaled",
-        hidden={"nthreads": core.get_num_threads},
-        backward=scaled_backward,
-        setup_context=scaled_setup,
-    )
-
-
-_register_core()
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the API only: tab completion does not offer imports (np, torch, ...)
