@@ -303,3 +303,7 @@ def _ago(seconds: float) -> str:
 
 
 __all__ = ["directory", "limit", "info", "clear", "prune", "cache_command", "DEFAULT_LIMIT", "MODULE_PREFIX"]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the API only: tab completion does not offer imports (np, torch, ...)

@@ -1442,3 +1442,7 @@ __all__ += ["iter_csv", "CSVChunks", "CSVDataset", "MAX_RECORD_BYTES"]
 # --------------------------------------------------------------------------- #
 # demo                                                                         #
 # --------------------------------------------------------------------------- #
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the API only: tab completion does not offer imports (np, torch, ...)

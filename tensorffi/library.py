@@ -180,3 +180,7 @@ def describe(obj: Any) -> Any:
         f"tensorffi.describe() takes a Library or one of its functions (lib.NAME), got {what!r}"
         + ("; for tensorffi's own kernels see help()" if callable(obj) else "")
     )
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the API only: tab completion does not offer imports (np, torch, ...)

@@ -550,3 +550,7 @@ def _register_ops() -> tuple[Any, ...]:
 
 
 _nbody_op, _nbody_inplace_op, _energy_op, _momentum_op = _register_ops()
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the API only: tab completion does not offer imports (np, torch, ...)

@@ -1352,3 +1352,7 @@ class SOSFilter(torch.nn.Module):
 # --------------------------------------------------------------------------- #
 # Demo                                                                         #
 # --------------------------------------------------------------------------- #
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the API only: tab completion does not offer imports (np, torch, ...)
