@@ -22,13 +22,14 @@ void process_data(float *data, int size) {
 def seed(say: Callable[[str], None]) -> None:
     import torch
 
-    import tensorffi
+    from .byo import compile
+    from .errors import DTypeError
 
     say("== bring your own C: void process_data(float *data, int size) ==")
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "mylib.c"
         src.write_text(SEED_C)
-        lib = tensorffi.compile("demo_seed", "void process_data(float *data, int size);", sources=[src])
+        lib = compile("demo_seed", "void process_data(float *data, int size);", sources=[src])
     t = torch.arange(5, dtype=torch.float32)
     say(f"before: {t.tolist()}")
     lib.process_data(t, t.numel())
@@ -36,7 +37,7 @@ def seed(say: Callable[[str], None]) -> None:
     bad = torch.arange(5, dtype=torch.float64)
     try:
         lib.process_data(bad, bad.numel())
-    except tensorffi.DTypeError as exc:
+    except DTypeError as exc:
         say(f"a float64 tensor is refused before C runs: DTypeError: {exc}")
     else:  # pragma: no cover
         raise AssertionError("the bridge accepted a float64 tensor for float *")
