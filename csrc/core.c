@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* core.c — error plumbing, build facts, CPU feature detection and the bridge's
- * self-test kernels (the thread runtime is runtime.c). */
+/* core.c — build facts, CPU feature detection and the bridge's self-test kernels
+ * (the error plumbing is error.c, the thread runtime runtime.c). */
 #define _GNU_SOURCE
 #define TF_INTERNAL
 #include "tensorffi.h"
@@ -25,21 +25,6 @@
 #ifndef TF_NATIVE_BUILD
 #define TF_NATIVE_BUILD 0
 #endif
-
-/* The only per-process storage in the library: thread-local, so never shared. */
-static _Thread_local char tf_errbuf[1024];
-
-const char *tf_last_error(void) { return tf_errbuf; }
-
-void tf_clear_error(void) { tf_errbuf[0] = '\0'; }
-
-int tf_error(int code, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(tf_errbuf, sizeof tf_errbuf, fmt, ap);
-    va_end(ap);
-    return code;
-}
 
 const char *tf_version(void) { return TF_VERSION_STR; }
 /* The compiler that compiled this file, from its own predefined macros (the build's

@@ -12,17 +12,11 @@ In IPython and Jupyter, ``%load_ext tensorffi`` adds the ``%%tensorffi`` cell ma
 """
 from __future__ import annotations
 
+import importlib as _importlib
 from typing import Any
 
-from . import cache, core, errors, io, ops, physics, signal
+from . import _load, _torch, errors  # noqa: F401 (_load: a stale native build fails here)
 from ._version import __version__
-from .bridge import Struct, strided
-from .handles import Handle, buffer
-from .byo import cache_dir, compile, load
-from ._ctypes import from_ctypes
-from .contract import parse_contract
-from .core import get_num_threads, set_num_threads
-from ._display import describe
 from .errors import (
     AllocationError,
     ArgumentOverflowError,
@@ -45,7 +39,31 @@ from .errors import (
     TensorFFIError,
     WritabilityError,
 )
-from .library import Library
+
+# Everything else is imported where it is first used (PEP 562): ``import tensorffi``
+# costs the version and the error classes only, so ``tensorffi --version`` and a
+# NumPy-only user never pay for torch (see tensorffi._torch).
+_SUBMODULES = {"cache", "core", "io", "ops", "physics", "signal", "handles"}
+_LAZY = {
+    "Struct": "bridge", "strided": "bridge",
+    "Handle": "handles", "buffer": "handles",
+    "cache_dir": "byo", "compile": "byo", "load": "byo",
+    "from_ctypes": "_ctypes",
+    "parse_contract": "contract",
+    "get_num_threads": "_threads", "set_num_threads": "_threads",
+    "describe": "library", "Library": "library",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return _importlib.import_module(f"{__name__}.{name}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
 
 
 def info() -> dict[str, Any]:
@@ -56,6 +74,7 @@ def info() -> dict[str, Any]:
     >>> facts["version"] == tensorffi.__version__
     True
     """
+    from . import core
     from ._display import Info
 
     return Info(core.info())
@@ -118,5 +137,8 @@ __all__ = [
     "CancelledError",
     "ParseError",
 ]
+
+# torch's operators: now if torch is imported, else when it is
+_torch.install_hook()
 
 del annotations

@@ -6,8 +6,10 @@ call is a direct call: nothing here runs per call). :func:`decorate` only sets
 attributes on it once, when it is bound: ``__signature__`` (the same parameters,
 annotated with their C types, so ``help()``, IPython and Jupyter's tooltips show
 them), ``__doc__`` (the full description) and ``_repr_html_`` (what Jupyter shows
-for ``lib.f`` on its own in a cell). :func:`describe` returns the same description
-as an object, for a plain ``print`` or a notebook.
+for ``lib.f`` on its own in a cell). :func:`tensorffi.describe` (in
+:mod:`tensorffi.library`) returns the same description as an object, for a plain
+``print`` or a notebook. Everything here renders plain objects by their attributes
+(duck-typed): this module imports neither the bridge nor the library.
 
 >>> import tensorffi
 >>> lib = tensorffi.compile("display_doc", source='''
@@ -30,7 +32,7 @@ import html
 import inspect
 from typing import Any, Callable
 
-__all__ = ["describe", "decorate", "FunctionView", "LibraryView", "Info", "info_text"]
+__all__ = ["decorate", "FunctionView", "LibraryView", "Info", "info_text", "handle_html"]
 
 _CSS = (
     "<style>.tf-box{font-family:var(--jp-code-font-family,monospace);font-size:12px}"
@@ -50,10 +52,10 @@ def _e(text: Any) -> str:
 
 
 def _bridge_of(fn: Any) -> Any:
-    from .bridge import BoundFunction
-
+    """The bridge's record of a bound function (duck-typed: what the bridge sets as
+    ``__wrapped_bridge__``, with its ``plan``, ``decl`` and ``contract``), else None."""
     bf = getattr(fn, "__wrapped_bridge__", None)
-    return bf if isinstance(bf, BoundFunction) else None
+    return bf if all(hasattr(bf, a) for a in ("plan", "decl", "contract")) else None
 
 
 def _role_rows(plan: Any) -> list[tuple[str, str, str, str]]:
@@ -243,32 +245,6 @@ class LibraryView:
             f"</div><table><tr><th>call</th><th>returns</th><th>C declaration</th><th>contract</th></tr>{rows}"
             f"</table><div class='tf-muted'>tensorffi.describe(lib.NAME) shows each argument's role</div></div>"
         )
-
-
-def describe(obj: Any) -> Any:
-    """A description of a bound function or a :class:`~tensorffi.Library`: its C
-    declaration, Python calling form, contract, and each argument's role, dtype and
-    shape symbols. ``print()`` it, or let a notebook show it (it has ``_repr_html_``).
-
-    >>> import tensorffi
-    >>> lib = tensorffi.load("libm.so.6", "double ldexp(double x, int exp);")
-    >>> print(tensorffi.describe(lib.ldexp))
-    ldexp(x, exp) -> the C result (double)
-      C:        double ldexp(double x, int exp)
-      x    double   scalar  float (C double)
-      exp  int      scalar  int (C int)
-    """
-    from .library import Library
-
-    if isinstance(obj, Library):
-        return LibraryView(obj)
-    if _bridge_of(obj) is not None:
-        return FunctionView(obj)
-    what = getattr(obj, "__qualname__", None) or type(obj).__name__
-    raise TypeError(
-        f"tensorffi.describe() takes a Library or one of its functions (lib.NAME), got {what!r}"
-        + ("; for tensorffi's own kernels see help()" if callable(obj) else "")
-    )
 
 
 # --------------------------------------------------------------------------- #

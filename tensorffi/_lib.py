@@ -1,32 +1,17 @@
 # SPDX-License-Identifier: MIT
-"""The native module: loaded once, version-checked, its functions bound on demand."""
+"""The native module's declarations and its functions, bound on demand (loaded and
+version-checked in :mod:`tensorffi._load`)."""
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import errors
 from ._decl import parse_declarations
-from ._version import __version__
+from ._load import ffi, lib
 
-try:
-    from . import _native
-except ImportError as exc:  # pragma: no cover - exercised only on broken installs
-    raise ImportError(
-        "tensorffi's native module (tensorffi._native) is not built or cannot be loaded: "
-        f"{exc}. Install the package with 'pip install .' (or 'pip install -e .' for "
-        "development) so that build_ffi.py compiles it."
-    ) from exc
-
-ffi: Any = _native.ffi
-lib: Any = _native.lib
-
-_built = ffi.string(lib.tf_version()).decode()
-if _built != __version__:  # pragma: no cover - exercised with a stale build in test_build
-    raise ImportError(
-        f"tensorffi._native was built for version {_built}, but the Python package is "
-        f"{__version__}: the in-place build is stale. Rebuild it with 'pip install -e .'."
-    )
+if TYPE_CHECKING:
+    from .bridge import Struct
 
 DECLS = parse_declarations(ffi.string(lib.tf_cdefs()).decode())
 errors.register_codes({name: int(getattr(lib, name)) for name in dir(lib) if name == "TF_OK" or name.startswith("TF_E")})
@@ -63,3 +48,10 @@ def native(name: str, contract: str | None = None) -> Callable[..., Any]:
         trampoline=trampoline_address(ffi, lib, name),
         keepalive=lib,
     )
+
+
+def struct(type_name: str, **fields: Any) -> Struct:
+    """A struct of the native library whose pointer fields may hold tensors."""
+    from .bridge import Struct
+
+    return Struct(ffi, DECLS, type_name, **fields)

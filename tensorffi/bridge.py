@@ -269,3 +269,7 @@ __all__ = [
     "prepare_array", "TORCH_DTYPES", "NUMPY_DTYPES", "NativeError", "ContractError",
 ]
 
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the API only: tab completion does not offer imports (np, torch, ...)

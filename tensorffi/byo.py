@@ -712,3 +712,7 @@ def _exec_extension(modname: str, path: Path) -> Any:
 
 
 __all__ = ["compile", "load", "cache_dir"]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the API only: tab completion does not offer imports (np, torch, ...)

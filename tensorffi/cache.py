@@ -39,7 +39,7 @@ import stat
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from .errors import CacheError
 
@@ -262,4 +262,48 @@ def prune(root: Path, keep: str = "", max_bytes: int | None = None) -> list[str]
     return removed
 
 
-__all__ = ["directory", "limit", "info", "clear", "prune", "DEFAULT_LIMIT", "MODULE_PREFIX"]
+def cache_command(action: str, path: str | None, as_json: bool = False, say: Callable[[str], None] = print) -> int:
+    """``tensorffi cache list`` (modules, most recently used first), ``clear``, ``path``."""
+    import time
+
+    from . import cache
+
+    if action == "path":
+        say(str(cache.directory(path)))
+        return 0
+    if action == "clear":
+        n = cache.clear(path)
+        say(f"removed {n} module(s) from {cache.directory(path)}")
+        return 0
+    facts = cache.info(path)
+    if as_json:
+        say(json.dumps(facts, indent=2))
+        return 0
+    say(f"{facts['path']}: {len(facts['modules'])} module(s), {_size(facts['bytes'])} of {_size(facts['limit'])}")
+    now = time.time()
+    for m in facts["modules"]:
+        files = ", ".join(m["files"][:3]) + (f" (+{len(m['files']) - 3})" if len(m["files"]) > 3 else "")
+        say(f"  {m['name']:<20} {_size(m['bytes']):>9}  used {_ago(now - m['last_used']):>8} ago  {m['module']}  {files}")
+    return 0
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)  # pragma: no cover
+
+
+def _ago(seconds: float) -> str:
+    for unit, span in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= span:
+            return f"{seconds / span:.0f} {unit}"
+    return f"{max(seconds, 0):.0f} s"
+
+
+__all__ = ["directory", "limit", "info", "clear", "prune", "cache_command", "DEFAULT_LIMIT", "MODULE_PREFIX"]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the API only: tab completion does not offer imports (np, torch, ...)

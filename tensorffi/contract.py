@@ -425,3 +425,7 @@ def parse_contract(text: str | None) -> Contract:
 
 
 __all__ = ["parse_contract", "Contract", "ArraySpec", "Fill", "Dim", "CallbackSpec", "ROLES", "RETURNS"]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the API only: tab completion does not offer imports (np, torch, ...)

@@ -241,3 +241,7 @@ __all__ = [
     for name, obj in list(globals().items())
     if isinstance(obj, type) and issubclass(obj, Exception) and not issubclass(obj, Warning)
 ] + ["BuildWarning", "CacheWarning"] + ["error_for_status", "register_codes", "CODE_CLASSES", "CODE_NAMES", "CLASS_OF_NAME"]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the API only: tab completion does not offer imports (np, torch, ...)

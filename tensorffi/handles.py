@@ -400,3 +400,7 @@ def kept_block(value: Any, address: int, where: str) -> Any:
         f"(like='numpy' for a NumPy array)"
     )
 
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the API only: tab completion does not offer imports (np, torch, ...)

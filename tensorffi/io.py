@@ -60,7 +60,7 @@ import torch
 from ._bridge import lower as _lower
 from ._callbacks import CallbackScope
 from ._lib import native
-from .core import resolve_threads
+from ._threads import resolve_threads
 from .errors import (
     NativeError,
     NativeIOError,
@@ -1444,31 +1444,5 @@ __all__ += ["iter_csv", "CSVChunks", "CSVDataset", "MAX_RECORD_BYTES"]
 # --------------------------------------------------------------------------- #
 
 
-def _demo(say: Callable[[str], None]) -> None:
-    from importlib import resources
-
-    say("== numeric CSV to tensors: tensorffi.io.read_csv ==")
-    path = resources.files("tensorffi") / "data" / "sensors.csv"
-    with resources.as_file(path) as p:
-        table, names = read_csv(p, comment="#", return_names=True)
-    say(f"sensors.csv -> {tuple(table.shape)} {table.dtype} tensor, columns {names}")
-    finite = ~table.isnan()
-    say(f"missing values (empty fields) -> NaN: {int((~finite).sum())}")
-    means = [float(table[:, j][finite[:, j]].mean()) for j in range(table.shape[1])]
-    say("column means: " + ", ".join(f"{nm}={m:.4g}" for nm, m in zip(names, means)))
-    texts = ["0.1", "16777217", "1e-45", "3.4028236e38", "1.00000005960464477550"]
-    x = read_csv(("\n".join(texts) + "\n").encode(), dtype=torch.float32).flatten().tolist()
-    say("float32, rounded once straight from the text (float32(float64(text)) rounds twice):")
-    with np.errstate(over="ignore"):
-        for text, value in zip(texts, x):
-            twice = float(np.float32(float(text)))
-            note = "" if twice == value else f"   (through float64: {twice!r})"
-            say(f"  {text:>24} -> {value!r}{note}")
-    try:
-        read_csv(b"t,v\n0.0,1.5\n0.1,2.5\n0.2,2,5\n")
-    except ParseError as exc:
-        say(f"a ragged row is an error with its position: ParseError: {exc}")
-    try:
-        read_csv(b"t,v\n0.0,1.5\n0.1,2..5\n")
-    except ParseError as exc:
-        say(f"so is a malformed number (line {exc.line}, column {exc.column}, offset {exc.offset}, text {exc.text!r})")
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the API only: tab completion does not offer imports (np, torch, ...)

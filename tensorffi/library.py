@@ -158,4 +158,32 @@ def _reopen(fn: Callable[..., Library], args: tuple[Any, ...], kwargs: dict[str,
     return fn(*args, **kwargs)
 
 
-__all__ = ["Library", "check_contracts"]
+__all__ = ["Library", "check_contracts", "describe"]
+
+
+def describe(obj: Any) -> Any:
+    """A description of a bound function or a :class:`~tensorffi.Library`: its C
+    declaration, Python calling form, contract, and each argument's role, dtype and
+    shape symbols. ``print()`` it, or let a notebook show it (it has ``_repr_html_``).
+
+    >>> import tensorffi
+    >>> lib = tensorffi.load("libm.so.6", "double ldexp(double x, int exp);")
+    >>> print(tensorffi.describe(lib.ldexp))
+    ldexp(x, exp) -> the C result (double)
+      C:        double ldexp(double x, int exp)
+      x    double   scalar  float (C double)
+      exp  int      scalar  int (C int)
+    """
+    if isinstance(obj, Library):
+        return _display.LibraryView(obj)
+    if _display._bridge_of(obj) is not None:
+        return _display.FunctionView(obj)
+    what = getattr(obj, "__qualname__", None) or type(obj).__name__
+    raise TypeError(
+        f"tensorffi.describe() takes a Library or one of its functions (lib.NAME), got {what!r}"
+        + ("; for tensorffi's own kernels see help()" if callable(obj) else "")
+    )
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the API only: tab completion does not offer imports (np, torch, ...)

@@ -230,12 +230,12 @@ class TensorFFIMagics(Magics):
     # -- %tensorffi ------------------------------------------------------------ #
 
     def _line(self, line: str) -> Any:
-        import tensorffi
-        from .__main__ import cache_command
+        from .cache import cache_command
+        from .core import info
 
         words = line.split()
         if words == ["info"]:
-            return tensorffi.info()
+            return _display.Info(info())
         if words in (["cache"], ["cache", "list"], ["cache", "clear"], ["cache", "path"]):
             cache_command(words[1] if len(words) > 1 else "list", None)
             return None
@@ -247,8 +247,8 @@ class TensorFFIMagics(Magics):
     # -- %%tensorffi ----------------------------------------------------------- #
 
     def _cell(self, args: Any, cell: str) -> Any:
-        import tensorffi
         from . import ops
+        from .byo import compile as _compile
 
         ns = self.shell.user_ns
         if args.name is not None and not args.name.isidentifier():
@@ -266,7 +266,7 @@ class TensorFFIMagics(Magics):
         t0 = time.perf_counter()
         start = time.time()
         try:
-            lib = tensorffi.compile(
+            lib = _compile(
                 args.name or "cell",
                 source=source,
                 source_name=SOURCE_NAME,
@@ -342,3 +342,7 @@ class TensorFFIMagics(Magics):
 def load_ipython_extension(ipython: Any) -> None:
     """Register the magics (``%load_ext tensorffi`` calls this)."""
     ipython.register_magics(TensorFFIMagics)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the API only: tab completion does not offer imports (np, torch, ...)

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import csv
 import math
-import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Union
@@ -40,7 +39,8 @@ import torch
 
 from ._callbacks import CallbackScope
 from ._kernels import check_int, check_real, constants, describe, eager_plain, kind_of, variants
-from .core import resolve_threads, struct
+from ._lib import struct
+from ._threads import resolve_threads
 from .errors import ArgumentTypeError, DTypeError, ShapeError, TensorFFIError
 
 __all__ = ["nbody", "nbody_", "energy", "momentum", "jovian_system", "METHODS", "SOLAR_MASS", "DAYS_PER_YEAR"]
@@ -428,46 +428,6 @@ def jovian_system(dtype: Any = np.float64) -> tuple[list[str], np.ndarray, np.nd
     return names, pos.astype(dtype), vel.astype(dtype), mass.astype(dtype)
 
 
-def _demo(say: Callable[[str], None]) -> None:
-    say("== physics: the Sun and the four giant planets (tensorffi/data/jovian_planets.csv) ==")
-    names, pos, vel, mass = jovian_system()
-    p, v = torch.from_numpy(pos), torch.from_numpy(vel)
-    m = torch.from_numpy(mass)
-    say(f"Benchmarks Game n-body, symplectic Euler, dt = 0.01, 1000 steps (reference: -0.169075164 / -0.169087605)")
-    say(f"energy before: {float(energy(p, v, m)):.9f}")
-    p1, v1 = nbody(p, v, m, dt=0.01, steps=1000, method="symplectic_euler")
-    say(f"energy after:  {float(energy(p1, v1, m)):.9f}")
-
-    years, dt, every = 1000.0, 0.01, 100
-    steps = int(years / dt)
-    t0 = time.perf_counter()
-    p2, v2, traj = nbody(p, v, m, dt=dt, steps=steps, method="leapfrog", record_every=every)
-    ms = (time.perf_counter() - t0) * 1e3
-    e0, e1 = float(energy(p, v, m)), float(energy(p2, v2, m))
-    say(f"leapfrog, {years:.0f} years in {steps} steps: {ms:.0f} ms, trajectory {tuple(traj.shape)} (a frame a year), "
-        f"relative energy change {abs(e1 - e0) / abs(e0):.1e}, |momentum| {float(momentum(v2, m).norm()):.1e}")
-    rel = (traj - traj[:, :1]).numpy()  # heliocentric positions
-    span = (traj.shape[0] - 1) * every * dt
-    periods = []
-    for i, name in enumerate(names[1:], start=1):
-        angle = np.unwrap(np.arctan2(rel[:, i, 1], rel[:, i, 0]))
-        periods.append(f"{name} {span / ((angle[-1] - angle[0]) / (2 * np.pi)):.2f}")
-    say("mean orbital periods from the trajectory (years): " + ", ".join(periods))
-    say("(tabulated sidereal periods: Jupiter 11.86, Saturn 29.46, Uranus 84.0, Neptune 164.8)")
-
-    rng = np.random.default_rng(0)
-    batch = 256
-    pb = np.repeat(pos[None], batch, 0).astype(np.float32)
-    pb[:, 1:] *= 1 + 1e-6 * rng.standard_normal((batch, 4, 1)).astype(np.float32)
-    vb = np.repeat(vel[None], batch, 0).astype(np.float32)
-    t0 = time.perf_counter()
-    pe, ve = nbody(pb, vb, mass.astype(np.float32), dt=0.01, steps=10_000)
-    ms = (time.perf_counter() - t0) * 1e3
-    spread = np.linalg.norm(pe[:, 1] - pe[:, 1].mean(0), axis=-1)
-    say(f"an ensemble of {batch} copies (float32, radii perturbed by 1e-6) advanced 100 years in one call: {ms:.0f} ms; "
-        f"spread of Jupiter's position {spread.std():.1e} AU")
-
-
 # --------------------------------------------------------------------------- #
 # PyTorch operators: torch.ops.tensorffi.nbody, nbody_, energy, momentum        #
 # --------------------------------------------------------------------------- #
@@ -592,3 +552,7 @@ def _register_ops() -> tuple[Any, ...]:
 
 
 _nbody_op, _nbody_inplace_op, _energy_op, _momentum_op = _register_ops()
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the API only: tab completion does not offer imports (np, torch, ...)

@@ -670,3 +670,7 @@ def operator_signature(plan: Plan, hidden: Any = ()) -> tuple[list[OpArg], list[
 
 
 __all__ = ["Plan", "Param", "build_plan", "eval_dim", "operator_signature", "OpArg", "OpOutput", "pyname"]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the API only: tab completion does not offer imports (np, torch, ...)

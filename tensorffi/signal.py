@@ -90,7 +90,7 @@ from ._bridge import lower as _lower
 from ._callbacks import CallbackScope
 from ._kernels import eager_plain
 from ._lib import native
-from .core import get_num_threads, resolve_threads
+from ._threads import get_num_threads, resolve_threads
 from .errors import DeviceError, DTypeError, InvalidArgumentError, ShapeError, TensorFFIError
 from ._kernels import constants
 from ._lib import lib
@@ -1128,50 +1128,5 @@ class SOSFilter(torch.nn.Module):
 # --------------------------------------------------------------------------- #
 
 
-def _demo(say: Callable[[str], None]) -> None:
-    """Clean a noisy synthetic ECG shipped with the package.
-
-    ``data/signal_ecg.npz``: 10 s at 500 Hz of a synthetic ECG (Gaussian P, QRS
-    and T waves, 72 bpm with 5 % jitter) plus 0.3 Hz baseline wander, 50 Hz hum
-    and white noise (``x``, float32); ``sos`` = ``scipy.signal.butter(4, [0.5, 40],
-    'bandpass', fs=500, output='sos')``; ``clean`` = the noiseless ECG through
-    ``sosfiltfilt`` with that filter (the best any band-pass can do).
-    """
-    import time
-    from importlib import resources
-
-    with resources.files("tensorffi").joinpath("data/signal_ecg.npz").open("rb") as fh:
-        data = np.load(fh)
-        x, clean, sos, fs = data["x"], data["clean"], data["sos"], float(data["fs"])
-    say(f"== signal: IIR filtering of a noisy ECG ({x.size} float32 samples at {fs:g} Hz) ==")
-    say(f"filter: Butterworth band-pass 0.5-40 Hz, {sos.shape[0]} second-order sections; its poles are "
-        f"near the unit circle, so float32 data is filtered in float64 arithmetic: "
-        f"{not uses_float32_arithmetic(sos)}; SIMD level: {simd_level()}")
-
-    def snr(y: np.ndarray) -> float:
-        return 10 * math.log10(float(np.sum(clean.astype(np.float64) ** 2) / np.sum((y - clean) ** 2.0)))
-
-    t0 = time.perf_counter()
-    y = sosfiltfilt(sos, x, dtype=np.float32)
-    dt = time.perf_counter() - t0
-    say(f"sosfiltfilt: SNR {snr(x):.1f} dB -> {snr(y):.1f} dB (baseline wander, 50 Hz hum, out-of-band noise "
-        f"removed, no phase shift), {y.dtype} (dtype=float32 with float64 sos), {dt * 1e3:.2f} ms")
-    zi = sosfilt_zi(sos) * x[0]
-    whole, _ = sosfilt(sos, x, zi=zi)
-    parts, z = [], zi
-    for chunk in np.array_split(x, 7):
-        part, z = sosfilt(sos, chunk, zi=z)
-        parts.append(part)
-    say(f"streaming: sosfilt in 7 chunks (zf -> zi) vs one call: max |difference| = "
-        f"{np.max(np.abs(np.concatenate(parts) - whole)):.1e}")
-    batch = torch.from_numpy(np.tile(x, (64, 4)))
-    times = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        sosfilt(sos, batch, dtype=torch.float32)
-        times.append(time.perf_counter() - t0)
-    say(f"64 channels as one torch tensor {tuple(batch.shape)}: {batch.numel() / min(times) / 1e6:.0f} Msamples/s")
-    b = torch.from_numpy(sos.copy()).requires_grad_()
-    loss = ((sosfiltfilt(b, torch.from_numpy(x)) - torch.from_numpy(clean)) ** 2).mean()
-    loss.backward()
-    say(f"autograd through sosfiltfilt (C adjoint): loss {loss.item():.2e}, |d loss / d sos| = {b.grad.norm():.3g}")
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the API only: tab completion does not offer imports (np, torch, ...)

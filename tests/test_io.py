@@ -29,6 +29,7 @@ import pytest
 import torch
 
 import tensorffi
+from tensorffi import _demo
 import tensorffi.io as tio
 from tensorffi import ParseError
 
@@ -1318,7 +1319,7 @@ def test_no_python_objects_per_value(rng):
 
 
 def test_demo_runs(capsys):
-    tio._demo(print)
+    _demo.io(print)
     out = capsys.readouterr().out
     assert "sensors.csv" in out and "ParseError" in out
 

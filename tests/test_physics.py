@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import tensorffi
+from tensorffi import _demo
 from tensorffi import physics as ph
 from tensorffi.errors import ArgumentTypeError, DTypeError, LayoutError, ShapeError, WritabilityError
 
@@ -653,6 +654,6 @@ def test_the_gil_is_released(rng):
 
 def test_demo_runs():
     lines: list[str] = []
-    ph._demo(lines.append)
+    _demo.physics(lines.append)
     text = "\n".join(lines)
     assert "energy before: -0.169075164" in text and "energy after:  -0.169087605" in text

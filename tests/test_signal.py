@@ -13,6 +13,7 @@ from conftest import as_kind, to_numpy
 from numpy.testing import assert_allclose, assert_array_almost_equal, assert_array_equal
 
 import tensorffi
+from tensorffi import _demo
 import tensorffi.signal as tsig
 from tensorffi._lib import lib
 
@@ -915,7 +916,7 @@ class TestScipySOSFiltFilt:
 
 def test_demo_runs():
     lines: list[str] = []
-    tsig._demo(lines.append)
+    _demo.signal(lines.append)
     text = "\n".join(lines)
     assert "sosfiltfilt: SNR" in text and "streaming" in text and "autograd" in text
 

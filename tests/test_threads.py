@@ -296,7 +296,7 @@ def test_default_follows_omp_num_threads_affinity_and_the_env_override():
 
 
 def test_cgroup_quota_is_read_for_v1_and_v2(tmp_path):
-    from tensorffi.core import _cgroup_cpu_limit
+    from tensorffi._threads import _cgroup_cpu_limit
 
     v2 = tmp_path / "v2"
     (v2 / "kubepods" / "pod1").mkdir(parents=True)
