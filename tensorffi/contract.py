@@ -333,8 +333,6 @@ def _parse_dim(text: str, where: str) -> Dim:
 
     collect(tree)
     if not names:
-        from .plan import eval_dim  # the arithmetic's one definition
-
         try:
             value = eval_dim(tree, {})
         except ValueError as exc:
@@ -424,7 +422,44 @@ def parse_contract(text: str | None) -> Contract:
     return contract
 
 
-__all__ = ["parse_contract", "Contract", "ArraySpec", "Fill", "Dim", "CallbackSpec", "ROLES", "RETURNS"]
+
+def eval_dim(tree: tuple[Any, ...], values: Any) -> Any:
+    """The value of expression ``tree`` (see :class:`~tensorffi.contract.Dim`) for the symbols' ``values``
+    (a mapping). Every intermediate value must be a size: a ValueError says which
+    part went below 0, divided by 0 or passed ``INT64_MAX``. This is the one place
+    the expression's arithmetic is defined (contract parsing folds constants with it;
+    the plan's call paths call it)."""
+    op = tree[0]
+    if op == "int":
+        return tree[1]
+    if op == "sym":
+        return values[tree[1]]
+    a, b = eval_dim(tree[1], values), eval_dim(tree[2], values)
+    if op == "+":
+        r = a + b
+    elif op == "-":
+        r = a - b
+    elif op == "*":
+        r = a * b
+    else:
+        if b == 0:
+            raise ValueError(f"{_tree_text(tree)} divides by 0 ({_tree_text(tree[2])} = 0)")
+        r = a // b
+    if r < 0:
+        raise ValueError(f"{_tree_text(tree)} = {a} {op if op != '//' else '/'} {b} = {r} is negative: "
+                         f"no array has that many elements")
+    if r > INT64_MAX:
+        raise ValueError(f"{_tree_text(tree)} = {r} is larger than any array can be (over 2**63 - 1)")
+    return r
+
+
+def _tree_text(tree: tuple[Any, ...]) -> str:
+    op = tree[0]
+    if op in ("int", "sym"):
+        return str(tree[1])
+    return f"({_tree_text(tree[1])} {'/' if op == '//' else op} {_tree_text(tree[2])})"
+
+__all__ = ["parse_contract", "eval_dim", "Contract", "ArraySpec", "Fill", "Dim", "CallbackSpec", "ROLES", "RETURNS"]
 
 
 def __dir__() -> list[str]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._decl import _SIZED, ELEMENT_DTYPES, CFunction
-from .contract import INT64_MAX, CallbackSpec, Contract, Dim, Fill
+from .contract import CallbackSpec, Contract, Dim, Fill
 from .errors import ContractError
 
 RETURNS = ("status", "count", "value", "none", "handle")
@@ -167,43 +167,6 @@ class Plan:
         for s in self.free_sizes:
             rows.append((s, "size", "keyword argument"))
         return rows
-
-
-def eval_dim(tree: tuple[Any, ...], values: Any) -> Any:
-    """The value of expression ``tree`` (see :class:`~tensorffi.contract.Dim`) for the symbols' ``values``
-    (a mapping). Every intermediate value must be a size: a ValueError says which
-    part went below 0, divided by 0 or passed ``INT64_MAX``. This is the one place
-    the expression's arithmetic is defined (contract parsing folds constants with it;
-    the call paths call it)."""
-    op = tree[0]
-    if op == "int":
-        return tree[1]
-    if op == "sym":
-        return values[tree[1]]
-    a, b = eval_dim(tree[1], values), eval_dim(tree[2], values)
-    if op == "+":
-        r = a + b
-    elif op == "-":
-        r = a - b
-    elif op == "*":
-        r = a * b
-    else:
-        if b == 0:
-            raise ValueError(f"{_tree_text(tree)} divides by 0 ({_tree_text(tree[2])} = 0)")
-        r = a // b
-    if r < 0:
-        raise ValueError(f"{_tree_text(tree)} = {a} {op if op != '//' else '/'} {b} = {r} is negative: "
-                         f"no array has that many elements")
-    if r > INT64_MAX:
-        raise ValueError(f"{_tree_text(tree)} = {r} is larger than any array can be (over 2**63 - 1)")
-    return r
-
-
-def _tree_text(tree: tuple[Any, ...]) -> str:
-    op = tree[0]
-    if op in ("int", "sym"):
-        return str(tree[1])
-    return f"({_tree_text(tree[1])} {'/' if op == '//' else op} {_tree_text(tree[2])})"
 
 
 def _int_range(ffi: Any, ctype: str) -> tuple[int, int] | None:
@@ -669,7 +632,7 @@ def operator_signature(plan: Plan, hidden: Any = ()) -> tuple[list[OpArg], list[
     return args, outs
 
 
-__all__ = ["Plan", "Param", "build_plan", "eval_dim", "operator_signature", "OpArg", "OpOutput", "pyname"]
+__all__ = ["Plan", "Param", "build_plan", "operator_signature", "OpArg", "OpOutput", "pyname"]
 
 
 def __dir__() -> list[str]:

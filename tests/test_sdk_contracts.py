@@ -17,7 +17,7 @@ import torch
 
 import tensorffi
 from tensorffi.contract import parse_contract
-from tensorffi.plan import eval_dim
+from tensorffi.contract import eval_dim
 
 FFTW = ctypes.util.find_library("fftw3f")
 ZLIB = ctypes.util.find_library("z")

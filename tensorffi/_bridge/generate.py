@@ -29,7 +29,8 @@ from ..errors import (
     TensorFFIError,
 )
 from ..handles import Handle, Kept, kept_block
-from ..plan import OpArg, Param, Plan, eval_dim, operator_signature, pyname
+from ..contract import eval_dim
+from ..plan import OpArg, Param, Plan, operator_signature, pyname
 from . import lower as _lower
 from .arrays import (
     _FLT_MAX,
@@ -120,7 +121,7 @@ def _shape_text(d: Dim) -> str:
 
 def _dim_value(info: tuple[Any, tuple[str, ...], str, str], values: tuple[Any, ...]) -> Any:
     """A dimension given as an expression (``n/2 + 1``), computed by the plan's rule
-    (:func:`tensorffi.plan.eval_dim`); a part that goes below 0, divides by 0 or
+    (:func:`tensorffi.contract.eval_dim`); a part that goes below 0, divides by 0 or
     overflows is a ShapeError naming the argument. ``info``: (tree, symbols, where, text)."""
     tree, names, where, text = info
     env = dict(zip(names, values))
