@@ -940,12 +940,13 @@ static int tf_xopts_init(const char *fname, tf_xopts *x, const uint8_t *opts, in
     return TF_OK;
 }
 
-/* The byte length of the blank at s (ASCII blanks, \v, \f, and the Unicode white
- * space Python's str.isspace knows, as NumPy strips it around numbers), or 0. */
+/* The byte length of the blank at s (the white space Python's str.isspace knows, as
+ * NumPy strips it around numbers: ASCII, U+0085, U+00A0, U+1680, U+2000-U+200A,
+ * U+2028, U+2029, U+202F, U+205F, U+3000), or 0. */
 static int tf_uspace_at(const uint8_t *s, const uint8_t *t) {
     if (s >= t) return 0;
     uint8_t c = *s;
-    if (c == ' ' || c == '\t' || c == '\v' || c == '\f') return 1;
+    if (c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1C && c <= 0x1F)) return 1; /* \n and \r: quoted */
     if (c == 0xC2 && t - s >= 2 && (s[1] == 0x85 || s[1] == 0xA0)) return 2;
     if (t - s < 3) return 0;
     if (c == 0xE1 && s[1] == 0x9A && s[2] == 0x80) return 3;
@@ -2080,17 +2081,21 @@ __attribute__((noinline, cold)) static int tf_fail_fields(const tf_syntax *sx, c
     return tf_fail(err, TF_PE_FIELDS, sx, rec, rec, re, found, want);
 }
 
-/* The field at fs (field j, 0-based) that the plain reader could not read: under the
+/* The field at fs (field j, 0-based, of the record at rec) that the plain reader could not read: under the
  * options (an NA word, a decimal comma...) or between Unicode blanks, its value (or
  * `missing`) in *v and the byte after it (a delimiter, line end, comment or the
  * end); else the error, and NULL. */
-__attribute__((noinline, cold)) static const uint8_t *tf_rescue(const tf_fill_ctx *fc, const uint8_t *fs, int64_t j,
-                                                                int dt, tf_val *v, tf_perr *err) {
+__attribute__((noinline, cold)) static const uint8_t *tf_rescue(const tf_fill_ctx *fc, const uint8_t *rec,
+                                                                const uint8_t *fs, int64_t j, int dt, tf_val *v,
+                                                                tf_perr *err) {
     const tf_syntax *sx = &fc->sx;
     const uint8_t *te = tf_token_end(sx, fs);
     int r = memchr(fs, '"', (size_t)(te - fs)) ? -1 : tf_value_x(sx, fs, te, dt, v);
     if (r < 0) {
-        tf_fail_field(sx, fs, j, err);
+        /* a record (starting at rec) with the wrong number of fields says so first */
+        int64_t nf = tf_utf8_bad(fs, te) ? fc->ncols_in : tf_count_fields(sx, rec, 0);
+        if (nf != fc->ncols_in) tf_fail_fields(sx, rec, nf, fc->ncols_in, err);
+        else tf_fail_field(sx, fs, j, err);
         return NULL;
     }
     if (r == 0) *v = fc->missing;
@@ -2099,7 +2104,8 @@ __attribute__((noinline, cold)) static const uint8_t *tf_rescue(const tf_fill_ct
 
 /* The unusual fields: skipped columns (col < 0) and quoted fields. Stores the value of
  * a quoted number. Returns the byte after the field's trailing blanks, NULL on error. */
-__attribute__((noinline)) static const uint8_t *tf_fill_field_slow(const tf_fill_ctx *fc, const uint8_t *p, int64_t j,
+__attribute__((noinline)) static const uint8_t *tf_fill_field_slow(const tf_fill_ctx *fc, const uint8_t *rec,
+                                                                   const uint8_t *p, int64_t j,
                                                                    int64_t col, int64_t index, int dt, tf_perr *err) {
     const tf_syntax *sx = &fc->sx;
     if (col < 0) {
@@ -2109,7 +2115,7 @@ __attribute__((noinline)) static const uint8_t *tf_fill_field_slow(const tf_fill
     }
     if (p >= sx->end || *p != '"') { /* the options' general reader: every field */
         tf_val v;
-        p = tf_rescue(fc, p, j, dt, &v, err);
+        p = tf_rescue(fc, rec, p, j, dt, &v, err);
         if (p) tf_store(fc->out, index, dt, v);
         return p;
     }

@@ -64,6 +64,8 @@ from ._callbacks import CallbackScope
 from ._lib import native
 from .core import resolve_threads
 from .errors import (
+    ArgumentOverflowError,
+    TensorFFIError,
     NativeError,
     NativeIOError,
     ParseError,
@@ -72,7 +74,8 @@ from .errors import (
     SourcePermissionError,
 )
 
-__all__ = ["read_csv", "ParseError", "EncodingError", "EmptyDataWarning", "NA_VALUES"]
+__all__ = ["read_csv", "ParseError", "EncodingError", "ControlCharacterError", "OptionTypeError", "EmptyDataWarning",
+           "NA_VALUES"]
 
 # Bound native functions (csrc/parse.c; declarations in csrc/tensorffi.h, section "parse").
 _record = native("tf_parse_record", "data: [n]; spans: out [max_fields, 3]; info: out [4]; errinfo: out [5]")
@@ -131,6 +134,17 @@ class EncodingError(ParseError, UnicodeDecodeError):
                 {"line": self.line, "column": self.column, "offset": self.offset, "text": self.text})
 
 
+class ControlCharacterError(TensorFFIError, TypeError, ValueError):
+    """A delimiter, comment, decimal mark or thousands separator that is a line end or
+    collides with another: a TypeError as NumPy types it, and a ValueError as pandas
+    does."""
+
+
+class OptionTypeError(TensorFFIError, TypeError, ValueError):
+    """An option of the wrong type (``max_rows=3.0``, ``keep_default_na="no"``): a
+    TypeError as NumPy types it, and a ValueError as pandas does."""
+
+
 class EmptyDataWarning(UserWarning):
     """The input holds no record at all (NumPy's loadtxt warns the same): the table has
     no rows, and as many columns as ``usecols`` names (none without it)."""
@@ -167,8 +181,7 @@ class _ReaderOptions:
 
     def __init__(self, na_values: Any, keep_default_na: Any, thousands: Any, decimal: Any, delim: int,
                  comment: int) -> None:
-        if not isinstance(keep_default_na, (bool, np.bool_)):
-            raise TypeError(f"keep_default_na must be True or False, got {keep_default_na!r}")
+        _check_keep_default_na(keep_default_na)
         words: list[str] = []
         if na_values is not None:
             if isinstance(na_values, dict):
@@ -188,7 +201,8 @@ class _ReaderOptions:
         self.decimal = self._mark(decimal, "decimal", delim, comment)
         self.thousands = None if thousands is None else self._mark(thousands, "thousands", delim, comment)
         if self.thousands is not None and self.thousands == self.decimal:
-            raise ValueError(f"thousands and decimal must differ, both are {decimal!r}")
+            raise ControlCharacterError(f"the control characters thousands and decimal are incompatible: both are "
+                                        f"{decimal!r}")
         blob = bytearray([ord(self.decimal), 0 if self.thousands is None else ord(self.thousands), 0])
         kept: list[str] = []
         for w in dict.fromkeys(words):  # in order, once
@@ -211,7 +225,10 @@ class _ReaderOptions:
             raise TypeError(f"{what} must be a one-character string, got {ch!r}")
         if len(ch) != 1 or ord(ch) > 126 or (ord(ch) < 32):
             raise ValueError(f"{what} must be one ASCII character, got {ch!r}")
-        if ch.isdigit() or ch in '"+-eE' or ord(ch) in (delim, comment) or (what == "decimal" and ch == " "):
+        if ord(ch) in (delim, comment):
+            raise ControlCharacterError(f"the control characters {what} and delimiter or comment are incompatible: "
+                                        f"both are {ch!r}")
+        if ch.isdigit() or ch in '"+-eE' or (what == "decimal" and ch == " "):
             raise ValueError(f"{what} cannot be {ch!r}: it is part of numbers, quoting, the delimiter or comments")
         return ch
 
@@ -227,6 +244,11 @@ class _ReaderOptions:
                 return 0
             t = t.replace(self.decimal, ".")
         return 4 if _NUMBER.fullmatch(t) else 0
+
+
+def _check_keep_default_na(keep: Any) -> None:
+    if not isinstance(keep, (bool, np.bool_)) and not (isinstance(keep, (int, np.integer)) and keep in (0, 1)):
+        raise OptionTypeError(f'For argument "keep_default_na" expected type bool, got {keep!r}')  # pandas' words
 
 
 def _flags_under(xo: "_ReaderOptions | None", buf: np.ndarray, spans: np.ndarray) -> np.ndarray:
@@ -386,7 +408,8 @@ def read_csv(
         if comment in (" ", "\t"):
             raise ValueError(f"comment cannot be a blank ({comment!r}): blanks around fields are ignored")
         if comment_code == delim:
-            raise ValueError(f"comment and delimiter must differ, both are {delimiter!r}")
+            raise ControlCharacterError(f"the control characters delimiter and comment are incompatible: both are "
+                                        f"{delimiter!r}")
     if header is None:
         header = False
     if header is not True and header is not False and header != "auto":
@@ -406,6 +429,8 @@ def read_csv(
     xo = None
     if na_values is not None or thousands is not None or decimal != ".":
         xo = _ReaderOptions(na_values, keep_default_na, thousands, decimal, delim, comment_code)
+    elif keep_default_na is not True:
+        _check_keep_default_na(keep_default_na)
 
     if progress is not None and progress is not False and progress is not True and not callable(progress):
         raise TypeError(f"progress must be True, False, None or a callable(done, total), got {progress!r}")
@@ -729,18 +754,22 @@ def _column_map(usecols: Any, ncols_in: int, names: list[str] | None) -> tuple[n
         k = len(list(usecols))  # an empty input: as NumPy, no rows and the columns usecols names
         return np.arange(k, dtype=np.int64), None
     picked: list[int] = []
+    missing = [u for u in usecols if isinstance(u, str) and names is not None and u not in names]
+    if missing:  # pandas' words
+        raise ValueError(f"usecols: no column named {missing[0]!r} (Usecols do not match columns, columns expected "
+                         f"but not found: {missing}); the columns are {names}")
     for u in usecols:
         if isinstance(u, str):
             if names is None:
                 raise ValueError(f"usecols names a column ({u!r}), but the input has no header")
             hits = [i for i, nm in enumerate(names) if nm == u]
-            if not hits:
-                raise ValueError(f"usecols: no column named {u!r}; the columns are {names}")
             if len(hits) > 1:
                 raise ValueError(f"usecols: {len(hits)} columns are named {u!r}; select them by index")
             picked.append(hits[0])
         elif isinstance(u, (int, np.integer)) and not isinstance(u, bool):
             i = int(u)
+            if not -(1 << 63) <= i < 1 << 63:
+                raise ArgumentOverflowError(f"usecols: column {i} does not fit in a 64-bit integer")
             if not -ncols_in <= i < ncols_in:
                 raise ValueError(f"usecols: column {i} is out of range for {ncols_in} column(s)")
             picked.append(i % ncols_in)
@@ -813,6 +842,8 @@ def _char_code(ch: Any, what: str) -> int:
         raise ValueError(f"{what} must be one ASCII character, got {ch!r}")
     if ch == "\0":
         raise ValueError(f"{what} cannot be NUL ('\\0'): NUL bytes are refused in the input")
+    if ch in "\r\n":
+        raise ControlCharacterError(f"{what}: the control character {ch!r} cannot be a newline")
     if ch in '"\r\n' or ch.isalnum() or ch in ".+-":
         raise ValueError(f"{what} cannot be {ch!r}: it is part of quoting, line ends or numbers")
     return ord(ch)
@@ -821,7 +852,7 @@ def _char_code(ch: Any, what: str) -> int:
 def _count_arg(value: Any, what: str) -> int:
     # typed as NumPy types them: a float (3.0) or a bool is a TypeError, a negative count a ValueError
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{what} must be a non-negative integer, got {value!r}")
+        raise OptionTypeError(f"{what} must be a non-negative integer, got {value!r}")
     if value < 0:
         raise ValueError(f"{what} must be a non-negative integer, got {value!r}")
     return int(value)
@@ -1011,7 +1042,8 @@ class _Options:
             if comment in (" ", "\t"):
                 raise ValueError(f"comment cannot be a blank ({comment!r}): blanks around fields are ignored")
             if self.comment == self.delim:
-                raise ValueError(f"comment and delimiter must differ, both are {delimiter!r}")
+                raise ControlCharacterError(f"the control characters delimiter and comment are incompatible: both "
+                                            f"are {delimiter!r}")
         if header is None:
             header = False
         if header is not True and header is not False and header != "auto":
@@ -1032,6 +1064,8 @@ class _Options:
         self.xo = None
         if na_values is not None or thousands is not None or decimal != ".":
             self.xo = _ReaderOptions(na_values, keep_default_na, thousands, decimal, self.delim, self.comment)
+        elif keep_default_na is not True:
+            _check_keep_default_na(keep_default_na)
 
 
 def _chunk_rows_arg(chunk_rows: Any) -> int:
