@@ -857,6 +857,49 @@ static inline __attribute__((always_inline)) const uint8_t *tf_value_hot(const u
     return e;
 }
 
+/* The general reader's common field: [sign] digits (a thousands separator `th` allowed
+ * between two of them) [`dec` digits] [exponent], at most 19 digits, converted like
+ * the plain path's; NULL for anything else (tf_value_x decides). */
+static inline __attribute__((always_inline)) const uint8_t *tf_value_xfast(const uint8_t *p, const uint8_t *end,
+                                                                         uint8_t dec, int th, const int dt,
+                                                                         tf_val *v) {
+    int neg = 0;
+    if (p < end && (*p == '-' || *p == '+')) {
+        neg = *p == '-';
+        p++;
+    }
+    uint64_t w = 0;
+    int64_t nd = 0, fl = 0;
+    const uint8_t *ib = p;
+    while (p < end) {
+        const uint8_t c = *p;
+        if (tf_is_digit(c)) {
+            w = w * 10 + (uint64_t)(c - '0');
+            nd++;
+            p++;
+        } else if ((int)c == th && p > ib && tf_is_digit(p[-1]) && p + 1 < end && tf_is_digit(p[1])) {
+            p++;
+        } else {
+            break;
+        }
+    }
+    if (p < end && *p == dec) {
+        p++;
+        while (p < end && tf_is_digit(*p)) {
+            w = w * 10 + (uint64_t)(*p++ - '0');
+            nd++;
+            fl++;
+        }
+    }
+    if (nd == 0 || nd > 19) return NULL;
+    int64_t e = 0;
+    if (p < end && (*p | 0x20) == 'e') {
+        p = tf_scan_exponent(p + 1, end, &e);
+        if (!p) return NULL;
+    }
+    return tf_convert_simple(w, e - fl, neg, dt, v) ? p : NULL;
+}
+
 /* tf_value_hot for a run-time dt (the options' reader). */
 static const uint8_t *tf_value_hot_any(const uint8_t *p, const uint8_t *end, int dt, tf_val *v) {
     switch (dt) {
@@ -915,6 +958,7 @@ typedef struct tf_xopts {
     uint8_t decimal;
     int thousands; /* -1: none */
     int general;
+    int numeric;          /* some NA word reads as a number: every field is compared with the words */
     const uint8_t *words; /* the NA words, as above */
     int64_t nwords;       /* their bytes */
 } tf_xopts;
@@ -935,6 +979,7 @@ static int tf_xopts_init(const char *fname, tf_xopts *x, const uint8_t *opts, in
     x->decimal = (uint8_t)dec;
     x->thousands = th ? th : -1;
     x->general = opts[2] != 0 || dec != '.' || th != 0;
+    x->numeric = opts[2] != 0;
     x->words = opts + 3;
     x->nwords = nopts - 3;
     return TF_OK;

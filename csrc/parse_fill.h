@@ -31,6 +31,9 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
     void *const out = fc->out;
     const tf_val missing = fc->missing;
     const uint8_t *last_report = p;
+    /* the general reader's fast field (xo): no NA word may look like a number */
+    const uint8_t xdec = xo ? sx->x->decimal : (uint8_t)'.';
+    const int xth = xo ? sx->x->thousands : -1, xfast = xo && !sx->x->numeric;
 #ifdef TF_FILL_FIELD
     /* Where every field is kept in place (no usecols), colmap[j] == j. */
     int identity = 1;
@@ -114,8 +117,18 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
             if (__builtin_expect(j >= ncols_in, 0))
                 return tf_fail_fields(sx, rec, tf_count_fields(sx, p, j), ncols_in, err);
             const int64_t col = colmap[j];
+            if (xfast && col >= 0 && (p >= E || *p != '"')) {
+                tf_val v;
+                const uint8_t *e = tf_value_xfast(p, E, xdec, xth, dt, &v);
+                if (e && (e == E || *e == delim || *e == '\n' || *e == '\r' || *e == comment)) {
+                    tf_store(out, base + col, dt, v);
+                    p = e;
+                    j++;
+                    goto after_field;
+                }
+            }
             if (__builtin_expect(xo || col < 0 || (p < E && *p == '"'), 0)) {
-                p = tf_fill_field_slow(fc, p, j, col, base + col, dt, err);
+                p = tf_fill_field_slow(fc, rec, p, j, col, base + col, dt, err);
                 if (!p) return -1;
             } else {
                 tf_val v;
@@ -132,7 +145,7 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
                 } else if (p == E || *p == delim || *p == '\n' || *p == '\r' || *p == comment) {
                     v = missing;
                 } else { /* not a number: an NA word, Unicode blanks, or an error */
-                    p = tf_rescue(fc, p, j, dt, &v, err);
+                    p = tf_rescue(fc, rec, p, j, dt, &v, err);
                     if (!p) return -1;
                 }
                 tf_store(out, base + col, dt, v);
@@ -164,7 +177,7 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
             while (fs < p && TF_BLANK(*fs)) fs++;
             if (col >= 0) { /* "1.#IND", a number before a Unicode blank...: read again */
                 tf_val v;
-                p = tf_rescue(fc, fs, j - 1, dt, &v, err);
+                p = tf_rescue(fc, rec, fs, j - 1, dt, &v, err);
                 if (!p) return -1;
                 tf_store(out, base + col, dt, v);
                 goto after_field;
