@@ -122,10 +122,8 @@ def _text_of(fname: Any, encoding: Any) -> tuple[bytes, Any]:
         lines = list(fname)
         if any(not isinstance(ln, (str, bytes)) for ln in lines):
             _skip("lines that are not str or bytes")
-        enc = "latin1" if encoding in ("bytes", "latin1") else "utf-8"
         parts = [ln.encode("utf-8") if isinstance(ln, str) else ln for ln in lines]
         data = b"".join(p if p.endswith((b"\n", b"\r")) else p + b"\n" for p in parts)
-        del enc
         return data, list(lines)
     _skip(f"source of type {type(fname).__name__}")
     raise AssertionError  # unreachable
@@ -313,8 +311,6 @@ def _read_csv(src: Any, data: Any, theirs: Any, args: Any, kw: Any) -> Any:
         columns: Any = pd.RangeIndex(table.shape[1])
     else:
         columns = pd.Index(names, dtype=object)
-        if usecols is not None and all(isinstance(u, (int, np.integer)) for u in usecols):
-            pass
     frame = pd.DataFrame(table, columns=columns)
     frame.attrs["tensorffi"] = True
     return frame
