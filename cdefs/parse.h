@@ -99,6 +99,45 @@ int tf_parse_small_bf16(const uint8_t *data, int64_t n, int64_t start, int64_t s
                         int header, int64_t max_rows, double missing, uint16_t *out, int64_t cap, int64_t *meta,
                         int64_t nmeta);
 
+/* The same with reader options (tensorffi.io's na_values, decimal, thousands): opts
+ * holds nopts bytes {decimal mark, thousands separator (0: none), general (1: every
+ * field through the options' reader, needed for an NA word that reads as a number),
+ * then each NA word as a length byte and its bytes}. An NA word becomes `missing`,
+ * like an empty field. (With or without options, a number between Unicode blanks is
+ * read, as NumPy strips them.) */
+int tf_parse_fill_x_f32(const uint8_t *data, int64_t n, int delimiter, int comment, const int64_t *chunks,
+                        int64_t nchunks, const int64_t *colmap, int64_t ncols_in, float *out, int64_t rows,
+                        int64_t cols, double missing, int nthreads, int64_t *errinfo,
+                        int (*fn)(void *handle, int64_t done, int64_t total), void *handle, const uint8_t *opts,
+                        int64_t nopts);
+int tf_parse_fill_x_f64(const uint8_t *data, int64_t n, int delimiter, int comment, const int64_t *chunks,
+                        int64_t nchunks, const int64_t *colmap, int64_t ncols_in, double *out, int64_t rows,
+                        int64_t cols, double missing, int nthreads, int64_t *errinfo,
+                        int (*fn)(void *handle, int64_t done, int64_t total), void *handle, const uint8_t *opts,
+                        int64_t nopts);
+int tf_parse_fill_x_f16(const uint8_t *data, int64_t n, int delimiter, int comment, const int64_t *chunks,
+                        int64_t nchunks, const int64_t *colmap, int64_t ncols_in, uint16_t *out, int64_t rows,
+                        int64_t cols, double missing, int nthreads, int64_t *errinfo,
+                        int (*fn)(void *handle, int64_t done, int64_t total), void *handle, const uint8_t *opts,
+                        int64_t nopts);
+int tf_parse_fill_x_bf16(const uint8_t *data, int64_t n, int delimiter, int comment, const int64_t *chunks,
+                        int64_t nchunks, const int64_t *colmap, int64_t ncols_in, uint16_t *out, int64_t rows,
+                        int64_t cols, double missing, int nthreads, int64_t *errinfo,
+                        int (*fn)(void *handle, int64_t done, int64_t total), void *handle, const uint8_t *opts,
+                        int64_t nopts);
+int tf_parse_small_x_f32(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter,
+                         int comment, int header, int64_t max_rows, double missing, float *out, int64_t cap,
+                         int64_t *meta, int64_t nmeta, const uint8_t *opts, int64_t nopts);
+int tf_parse_small_x_f64(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter,
+                         int comment, int header, int64_t max_rows, double missing, double *out, int64_t cap,
+                         int64_t *meta, int64_t nmeta, const uint8_t *opts, int64_t nopts);
+int tf_parse_small_x_f16(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter,
+                         int comment, int header, int64_t max_rows, double missing, uint16_t *out, int64_t cap,
+                         int64_t *meta, int64_t nmeta, const uint8_t *opts, int64_t nopts);
+int tf_parse_small_x_bf16(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter,
+                         int comment, int header, int64_t max_rows, double missing, uint16_t *out, int64_t cap,
+                         int64_t *meta, int64_t nmeta, const uint8_t *opts, int64_t nopts);
+
 /* The SIMD level the parser runs at on this CPU (TF_SIMD_*), after the TENSORFFI_SIMD
  * cap and the parser's own measured preference (see parse.c). */
 int tf_parse_simd(void);
@@ -124,6 +163,9 @@ typedef struct tf_parse_stream tf_parse_stream;
  * otherwise buffer the rest of the input). *out = the stream (NULL on failure). */
 int tf_parse_stream_open(int delimiter, int comment, int64_t skiplines, int64_t origin, int64_t origin_line,
                          int64_t max_record, tf_parse_stream **out);
+/* Reader options for the stream (as for tf_parse_fill_x_*; copied), set before the
+ * first block. */
+int tf_parse_stream_options(tf_parse_stream *s, const uint8_t *opts, int64_t nopts);
 /* Free the stream and its buffer. NULL is ignored. */
 void tf_parse_stream_close(tf_parse_stream *s);
 /* Append n bytes (copied); eof = 1: they are the last (n may be 0). */

@@ -857,6 +857,59 @@ static inline __attribute__((always_inline)) const uint8_t *tf_value_hot(const u
     return e;
 }
 
+/* The general reader's common field: [sign] digits (a thousands separator `th` allowed
+ * between two of them) [`dec` digits] [exponent], at most 19 digits, converted like
+ * the plain path's; NULL for anything else (tf_value_x decides). */
+static inline __attribute__((always_inline)) const uint8_t *tf_value_xfast(const uint8_t *p, const uint8_t *end,
+                                                                         uint8_t dec, int th, const int dt,
+                                                                         tf_val *v) {
+    int neg = 0;
+    if (p < end && (*p == '-' || *p == '+')) {
+        neg = *p == '-';
+        p++;
+    }
+    uint64_t w = 0;
+    int64_t nd = 0, fl = 0;
+    const uint8_t *ib = p;
+    while (p < end) {
+        const uint8_t c = *p;
+        if (tf_is_digit(c)) {
+            w = w * 10 + (uint64_t)(c - '0');
+            nd++;
+            p++;
+        } else if ((int)c == th && p > ib && tf_is_digit(p[-1]) && p + 1 < end && tf_is_digit(p[1])) {
+            p++;
+        } else {
+            break;
+        }
+    }
+    if (p < end && *p == dec) {
+        p++;
+        while (p < end && tf_is_digit(*p)) {
+            w = w * 10 + (uint64_t)(*p++ - '0');
+            nd++;
+            fl++;
+        }
+    }
+    if (nd == 0 || nd > 19) return NULL;
+    int64_t e = 0;
+    if (p < end && (*p | 0x20) == 'e') {
+        p = tf_scan_exponent(p + 1, end, &e);
+        if (!p) return NULL;
+    }
+    return tf_convert_simple(w, e - fl, neg, dt, v) ? p : NULL;
+}
+
+/* tf_value_hot for a run-time dt (the options' reader). */
+static const uint8_t *tf_value_hot_any(const uint8_t *p, const uint8_t *end, int dt, tf_val *v) {
+    switch (dt) {
+    case TF_DT_F32: return tf_value_hot(p, end, TF_DT_F32, v);
+    case TF_DT_F64: return tf_value_hot(p, end, TF_DT_F64, v);
+    case TF_DT_F16: return tf_value_hot(p, end, TF_DT_F16, v);
+    default: return tf_value_hot(p, end, TF_DT_BF16, v);
+    }
+}
+
 static tf_val tf_missing_value(double missing, int dt) {
     tf_val v;
     int tie;
@@ -891,7 +944,113 @@ typedef struct {
     /* Where data[0] lies in the whole input, for error reports: its byte offset and its
      * physical line (0 and 1, except for streams, whose buffer holds a window of it). */
     int64_t origin, origin_line;
+    const struct tf_xopts *x; /* the reader options (tf_parse_*_x), or NULL */
 } tf_syntax;
+
+/* Reader options (na_values, decimal, thousands): a byte string from Python,
+ * {decimal, thousands (0: none), general, then each NA word as a length byte and its
+ * bytes}. Without `general` the plain field loop runs unchanged and only a field it
+ * cannot read is looked at again (tf_value_x: an NA word, or a number between Unicode
+ * blanks), so the options cost nothing on the fields that are numbers. `general`
+ * (a decimal mark other than '.', a thousands separator, or an NA word that reads as
+ * a number) sends every field through tf_value_x. */
+typedef struct tf_xopts {
+    uint8_t decimal;
+    int thousands; /* -1: none */
+    int general;
+    int numeric;          /* some NA word reads as a number: every field is compared with the words */
+    const uint8_t *words; /* the NA words, as above */
+    int64_t nwords;       /* their bytes */
+} tf_xopts;
+
+/* Check and read the options string (see tf_xopts); the strings stay the caller's. */
+static int tf_xopts_init(const char *fname, tf_xopts *x, const uint8_t *opts, int64_t nopts, int delimiter,
+                         int comment) {
+    if (!opts || nopts < 3) return tf_error(TF_EINVAL, "%s: invalid options (%lld bytes)", fname, (long long)nopts);
+    int dec = opts[0], th = opts[1];
+    if (dec < 33 || dec > 126 || tf_is_digit((uint8_t)dec) || dec == '"' || dec == '+' || dec == '-' ||
+        (dec | 0x20) == 'e' || dec == delimiter || dec == comment)
+        return tf_error(TF_EINVAL, "%s: invalid decimal byte %d", fname, dec);
+    if (th != 0 && (th < 32 || th > 126 || tf_is_digit((uint8_t)th) || th == '"' || th == '+' || th == '-' ||
+                    (th | 0x20) == 'e' || th == dec || th == delimiter || th == comment))
+        return tf_error(TF_EINVAL, "%s: invalid thousands byte %d", fname, th);
+    for (int64_t i = 3; i < nopts; i += 1 + opts[i])
+        if (i + 1 + opts[i] > nopts) return tf_error(TF_EINVAL, "%s: the NA words run past the options", fname);
+    x->decimal = (uint8_t)dec;
+    x->thousands = th ? th : -1;
+    x->general = opts[2] != 0 || dec != '.' || th != 0;
+    x->numeric = opts[2] != 0;
+    x->words = opts + 3;
+    x->nwords = nopts - 3;
+    return TF_OK;
+}
+
+/* The byte length of the blank at s (the white space Python's str.isspace knows, as
+ * NumPy strips it around numbers: ASCII, U+0085, U+00A0, U+1680, U+2000-U+200A,
+ * U+2028, U+2029, U+202F, U+205F, U+3000), or 0. */
+static int tf_uspace_at(const uint8_t *s, const uint8_t *t) {
+    if (s >= t) return 0;
+    uint8_t c = *s;
+    if (c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1C && c <= 0x1F)) return 1; /* \n and \r: quoted */
+    if (c == 0xC2 && t - s >= 2 && (s[1] == 0x85 || s[1] == 0xA0)) return 2;
+    if (t - s < 3) return 0;
+    if (c == 0xE1 && s[1] == 0x9A && s[2] == 0x80) return 3;
+    if (c == 0xE2 && s[1] == 0x80 && (s[2] <= 0x8A || s[2] == 0xA8 || s[2] == 0xA9 || s[2] == 0xAF)) return 3;
+    if (c == 0xE2 && s[1] == 0x81 && s[2] == 0x9F) return 3;
+    if (c == 0xE3 && s[1] == 0x80 && s[2] == 0x80) return 3;
+    return 0;
+}
+
+/* The byte length of the blank that ends at t, or 0. */
+static int tf_uspace_before(const uint8_t *s, const uint8_t *t) {
+    for (int k = 1; k <= 3 && t - k >= s; k++)
+        if (tf_uspace_at(t - k, t) == k) return k;
+    return 0;
+}
+
+static int tf_na_word(const tf_xopts *x, const uint8_t *s, const uint8_t *t) {
+    const int64_t len = t - s;
+    for (int64_t i = 0; i < x->nwords; i += 1 + x->words[i])
+        if (x->words[i] == len && memcmp(x->words + i + 1, s, (size_t)len) == 0) return 1;
+    return 0;
+}
+
+#define TF_XBUF 1024
+
+/* The field [s, t) under the options (and without any: between Unicode blanks): 1 and
+ * *v if it is a number, 0 if it is missing (empty or an NA word), -1 if neither. With
+ * a decimal mark or thousands separator, a number of more than TF_XBUF bytes is not
+ * read (no real number is that long). */
+__attribute__((noinline, cold)) static int tf_value_x(const tf_syntax *sx, const uint8_t *s, const uint8_t *t, int dt,
+                                                      tf_val *v) {
+    int k;
+    while ((k = tf_uspace_at(s, t)) > 0) s += k;
+    while ((k = tf_uspace_before(s, t)) > 0) t -= k;
+    if (s == t) return 0;
+    const tf_xopts *x = sx->x;
+    if (x && tf_na_word(x, s, t)) return 0;
+    if (!x || (x->decimal == '.' && x->thousands < 0)) return tf_value_hot_any(s, t, dt, v) == t ? 1 : -1;
+    if (t - s > TF_XBUF) return -1;
+    uint8_t buf[TF_XBUF];
+    int64_t m = 0;
+    int mantissa = 1; /* before the decimal mark and the exponent: separators allowed */
+    for (const uint8_t *p = s; p < t; p++) {
+        uint8_t c = *p;
+        if (c == x->decimal) {
+            c = '.';
+            mantissa = 0;
+        } else if ((int)c == x->thousands) {
+            if (!mantissa || m == 0 || !tf_is_digit(buf[m - 1]) || p + 1 >= t || !tf_is_digit(p[1])) return -1;
+            continue;
+        } else if (c == '.') {
+            return -1; /* a '.' is not the decimal mark here */
+        } else if ((c | 0x20) == 'e') {
+            mantissa = 0;
+        }
+        buf[m++] = c;
+    }
+    return tf_value_hot_any(buf, buf + m, dt, v) == buf + m ? 1 : -1;
+}
 
 static inline int tf_blank(const tf_syntax *sx, uint8_t c) {
     return (c == ' ' || c == '\t') && c != sx->delim;
@@ -1449,7 +1608,12 @@ static const uint8_t *tf_field(const tf_syntax *sx, const uint8_t *p, const uint
     else if (!(fl & TF_F_ESCAPE)) {
         tf_num num;
         const uint8_t *q = tf_scan_number(s, t, &num);
-        if (q == t) fl |= TF_F_NUMBER;
+        if (q == t && !(sx->x && sx->x->general)) fl |= TF_F_NUMBER;
+        else if (sx->x || *s >= 0x80 || t[-1] >= 0x80 || *s == '\v' || *s == '\f' || t[-1] == '\v' || t[-1] == '\f') {
+            tf_val v; /* under the options, or between Unicode blanks: an NA word is neither text nor a number */
+            int r = tf_value_x(sx, s, t, TF_DT_F64, &v);
+            fl |= r > 0 ? TF_F_NUMBER : r == 0 ? TF_F_EMPTY : 0;
+        }
     }
     *flags = fl;
     return p;
@@ -1516,7 +1680,9 @@ static void tf_syntax_init(tf_syntax *sx, const uint8_t *data, int64_t n, int de
     sx->simd = tf_parse_simd();
     sx->origin = 0;
     sx->origin_line = 1;
+    sx->x = NULL;
 }
+
 
 static int tf_check_syntax(const char *fname, const uint8_t *data, int64_t n, int delimiter, int comment) {
     if (n < 0 || (!data && n > 0)) return tf_error(TF_EINVAL, "%s: no data (n=%lld)", fname, (long long)n);
@@ -1960,15 +2126,43 @@ __attribute__((noinline, cold)) static int tf_fail_fields(const tf_syntax *sx, c
     return tf_fail(err, TF_PE_FIELDS, sx, rec, rec, re, found, want);
 }
 
+/* The field at fs (field j, 0-based, of the record at rec) that the plain reader could not read: under the
+ * options (an NA word, a decimal comma...) or between Unicode blanks, its value (or
+ * `missing`) in *v and the byte after it (a delimiter, line end, comment or the
+ * end); else the error, and NULL. */
+__attribute__((noinline, cold)) static const uint8_t *tf_rescue(const tf_fill_ctx *fc, const uint8_t *rec,
+                                                                const uint8_t *fs, int64_t j, int dt, tf_val *v,
+                                                                tf_perr *err) {
+    const tf_syntax *sx = &fc->sx;
+    const uint8_t *te = tf_token_end(sx, fs);
+    int r = memchr(fs, '"', (size_t)(te - fs)) ? -1 : tf_value_x(sx, fs, te, dt, v);
+    if (r < 0) {
+        /* a record (starting at rec) with the wrong number of fields says so first */
+        int64_t nf = tf_utf8_bad(fs, te) ? fc->ncols_in : tf_count_fields(sx, rec, 0);
+        if (nf != fc->ncols_in) tf_fail_fields(sx, rec, nf, fc->ncols_in, err);
+        else tf_fail_field(sx, fs, j, err);
+        return NULL;
+    }
+    if (r == 0) *v = fc->missing;
+    return te;
+}
+
 /* The unusual fields: skipped columns (col < 0) and quoted fields. Stores the value of
  * a quoted number. Returns the byte after the field's trailing blanks, NULL on error. */
-__attribute__((noinline)) static const uint8_t *tf_fill_field_slow(const tf_fill_ctx *fc, const uint8_t *p, int64_t j,
+__attribute__((noinline)) static const uint8_t *tf_fill_field_slow(const tf_fill_ctx *fc, const uint8_t *rec,
+                                                                   const uint8_t *p, int64_t j,
                                                                    int64_t col, int64_t index, int dt, tf_perr *err) {
     const tf_syntax *sx = &fc->sx;
     if (col < 0) {
         const uint8_t *cb, *ce;
         int flags;
         return tf_field(sx, p, &cb, &ce, &flags, err);
+    }
+    if (p >= sx->end || *p != '"') { /* the options' general reader: every field */
+        tf_val v;
+        p = tf_rescue(fc, rec, p, j, dt, &v, err);
+        if (p) tf_store(fc->out, index, dt, v);
+        return p;
     }
     const uint8_t *fs = p;
     const uint8_t *close = tf_quote_close(sx, p + 1);
@@ -1981,15 +2175,20 @@ __attribute__((noinline)) static const uint8_t *tf_fill_field_slow(const tf_fill
     tf_val v = fc->missing;
     if (s != t) {
         tf_num num;
-        if (tf_scan_number(s, t, &num) != t) {
-            tf_fail_token(err, sx, fs, close, j + 1);
-            return NULL;
-        }
-        switch (dt) {
-        case TF_DT_F32: v.f = tf_num_f32(&num); break;
-        case TF_DT_F64: v.d = tf_num_f64(&num); break;
-        case TF_DT_F16: v.h = tf_num_narrow(&num, 10, 5); break;
-        default: v.h = tf_num_narrow(&num, 7, 8); break;
+        if (!sx->x && tf_scan_number(s, t, &num) == t) {
+            switch (dt) {
+            case TF_DT_F32: v.f = tf_num_f32(&num); break;
+            case TF_DT_F64: v.d = tf_num_f64(&num); break;
+            case TF_DT_F16: v.h = tf_num_narrow(&num, 10, 5); break;
+            default: v.h = tf_num_narrow(&num, 7, 8); break;
+            }
+        } else {
+            int r = tf_value_x(sx, s, t, dt, &v);
+            if (r < 0) {
+                tf_fail_token(err, sx, fs, close, j + 1);
+                return NULL;
+            }
+            if (r == 0) v = fc->missing;
         }
     }
     tf_store(fc->out, index, dt, v);
@@ -2033,9 +2232,11 @@ typedef struct {
 static int tf_fill(const char *fname, int dt, const uint8_t *data, int64_t n, int delimiter, int comment,
                    const int64_t *chunks, int64_t nchunks, const int64_t *colmap, int64_t ncols_in, void *out,
                    int64_t rows, int64_t cols, double missing, int nthreads, int64_t *errinfo, tf_report_fn fn,
-                   void *handle) {
+                   void *handle, const uint8_t *opts, int64_t nopts) {
     int rc = tf_check_syntax(fname, data, n, delimiter, comment);
     if (rc) return rc;
+    tf_xopts x;
+    if (opts && (rc = tf_xopts_init(fname, &x, opts, nopts, delimiter, comment))) return rc;
     if (nchunks < 1 || ncols_in < 0 || rows < 0 || cols < 0)
         return tf_error(TF_EINVAL, "%s: invalid sizes (nchunks=%lld, ncols_in=%lld, rows=%lld, cols=%lld)", fname,
                         (long long)nchunks, (long long)ncols_in, (long long)rows, (long long)cols);
@@ -2067,6 +2268,7 @@ static int tf_fill(const char *fname, int dt, const uint8_t *data, int64_t n, in
     tf_fill_ctx fc;
     memset(&fc, 0, sizeof fc);
     tf_syntax_init(&fc.sx, data, n, delimiter, comment);
+    if (opts) fc.sx.x = &x;
     fc.chunks = chunks;
     fc.colmap = colmap;
     fc.ncols_in = ncols_in;
@@ -2079,15 +2281,18 @@ static int tf_fill(const char *fname, int dt, const uint8_t *data, int64_t n, in
     tf_runner r;
     tf_runner_init(&r, nchunks, total, fn, handle);
     /* Pass 2 runs the AVX2 field reader at AVX2 and above (see tf_parse_simd). */
-    static void (*const works[2][4])(tf_runner *, int64_t, int) = {
-        {tf_fill_work_f32_base, tf_fill_work_f64_base, tf_fill_work_f16_base, tf_fill_work_bf16_base},
+    static void (*const works[2][2][4])(tf_runner *, int64_t, int) = {
+        {{tf_fill_work_f32_base, tf_fill_work_f64_base, tf_fill_work_f16_base, tf_fill_work_bf16_base},
+         {tf_fill_work_x_f32_base, tf_fill_work_x_f64_base, tf_fill_work_x_f16_base, tf_fill_work_x_bf16_base}},
 #if TF_X86
-        {tf_fill_work_f32_avx2, tf_fill_work_f64_avx2, tf_fill_work_f16_avx2, tf_fill_work_bf16_avx2},
+        {{tf_fill_work_f32_avx2, tf_fill_work_f64_avx2, tf_fill_work_f16_avx2, tf_fill_work_bf16_avx2},
+         {tf_fill_work_x_f32_avx2, tf_fill_work_x_f64_avx2, tf_fill_work_x_f16_avx2, tf_fill_work_x_bf16_avx2}},
 #else
-        {tf_fill_work_f32_base, tf_fill_work_f64_base, tf_fill_work_f16_base, tf_fill_work_bf16_base},
+        {{tf_fill_work_f32_base, tf_fill_work_f64_base, tf_fill_work_f16_base, tf_fill_work_bf16_base},
+         {tf_fill_work_x_f32_base, tf_fill_work_x_f64_base, tf_fill_work_x_f16_base, tf_fill_work_x_bf16_base}},
 #endif
     };
-    r.work = works[fc.sx.simd >= TF_SIMD_AVX2][dt];
+    r.work = works[fc.sx.simd >= TF_SIMD_AVX2][opts && x.general][dt];
     r.ctx = &fc;
     tf_runner_run(&r, nthreads);
     int64_t bad = __atomic_load_n(&r.stop_after, __ATOMIC_RELAXED);
@@ -2102,37 +2307,25 @@ static int tf_fill(const char *fname, int dt, const uint8_t *data, int64_t n, in
     return rc;
 }
 
-int tf_parse_fill_f32(const uint8_t *data, int64_t n, int delimiter, int comment, const int64_t *chunks,
-                      int64_t nchunks, const int64_t *colmap, int64_t ncols_in, float *out, int64_t rows,
-                      int64_t cols, double missing, int nthreads, int64_t *errinfo,
-                      int (*fn)(void *handle, int64_t done, int64_t total), void *handle) {
-    return tf_fill("tf_parse_fill_f32", TF_DT_F32, data, n, delimiter, comment, chunks, nchunks, colmap, ncols_in,
-                   out, rows, cols, missing, nthreads, errinfo, fn, handle);
-}
-
-int tf_parse_fill_f64(const uint8_t *data, int64_t n, int delimiter, int comment, const int64_t *chunks,
-                      int64_t nchunks, const int64_t *colmap, int64_t ncols_in, double *out, int64_t rows,
-                      int64_t cols, double missing, int nthreads, int64_t *errinfo,
-                      int (*fn)(void *handle, int64_t done, int64_t total), void *handle) {
-    return tf_fill("tf_parse_fill_f64", TF_DT_F64, data, n, delimiter, comment, chunks, nchunks, colmap, ncols_in,
-                   out, rows, cols, missing, nthreads, errinfo, fn, handle);
-}
-
-int tf_parse_fill_f16(const uint8_t *data, int64_t n, int delimiter, int comment, const int64_t *chunks,
-                      int64_t nchunks, const int64_t *colmap, int64_t ncols_in, uint16_t *out, int64_t rows,
-                      int64_t cols, double missing, int nthreads, int64_t *errinfo,
-                      int (*fn)(void *handle, int64_t done, int64_t total), void *handle) {
-    return tf_fill("tf_parse_fill_f16", TF_DT_F16, data, n, delimiter, comment, chunks, nchunks, colmap, ncols_in,
-                   out, rows, cols, missing, nthreads, errinfo, fn, handle);
-}
-
-int tf_parse_fill_bf16(const uint8_t *data, int64_t n, int delimiter, int comment, const int64_t *chunks,
-                       int64_t nchunks, const int64_t *colmap, int64_t ncols_in, uint16_t *out, int64_t rows,
-                       int64_t cols, double missing, int nthreads, int64_t *errinfo,
-                       int (*fn)(void *handle, int64_t done, int64_t total), void *handle) {
-    return tf_fill("tf_parse_fill_bf16", TF_DT_BF16, data, n, delimiter, comment, chunks, nchunks, colmap, ncols_in,
-                   out, rows, cols, missing, nthreads, errinfo, fn, handle);
-}
+#define TF_FILL_API(name, xname, dt, T)                                                                             \
+    int name(const uint8_t *data, int64_t n, int delimiter, int comment, const int64_t *chunks, int64_t nchunks,      \
+             const int64_t *colmap, int64_t ncols_in, T *out, int64_t rows, int64_t cols, double missing,           \
+             int nthreads, int64_t *errinfo, int (*fn)(void *handle, int64_t done, int64_t total), void *handle) {  \
+        return tf_fill(#name, dt, data, n, delimiter, comment, chunks, nchunks, colmap, ncols_in, out, rows, cols,   \
+                       missing, nthreads, errinfo, fn, handle, NULL, 0);                                             \
+    }                                                                                                                 \
+    int xname(const uint8_t *data, int64_t n, int delimiter, int comment, const int64_t *chunks, int64_t nchunks,     \
+              const int64_t *colmap, int64_t ncols_in, T *out, int64_t rows, int64_t cols, double missing,          \
+              int nthreads, int64_t *errinfo, int (*fn)(void *handle, int64_t done, int64_t total), void *handle, \
+              const uint8_t *opts, int64_t nopts) {                                                                  \
+        if (!opts) return tf_error(TF_EINVAL, "%s: opts is NULL", #xname);                                          \
+        return tf_fill(#xname, dt, data, n, delimiter, comment, chunks, nchunks, colmap, ncols_in, out, rows, cols,  \
+                       missing, nthreads, errinfo, fn, handle, opts, nopts);                                         \
+    }
+TF_FILL_API(tf_parse_fill_f32, tf_parse_fill_x_f32, TF_DT_F32, float)
+TF_FILL_API(tf_parse_fill_f64, tf_parse_fill_x_f64, TF_DT_F64, double)
+TF_FILL_API(tf_parse_fill_f16, tf_parse_fill_x_f16, TF_DT_F16, uint16_t)
+TF_FILL_API(tf_parse_fill_bf16, tf_parse_fill_x_bf16, TF_DT_BF16, uint16_t)
 
 /* ======================================================================== */
 /* small inputs: one call                                                   */
@@ -2208,9 +2401,11 @@ static void tf_small_run(void *arg) {
 
 static int tf_small(const char *fname, int dt, const uint8_t *data, int64_t n, int64_t start, int64_t skiplines,
                     int delimiter, int comment, int header, int64_t max_rows, double missing, void *out, int64_t cap,
-                    int64_t *meta, int64_t nmeta) {
+                    int64_t *meta, int64_t nmeta, const uint8_t *opts, int64_t nopts) {
     int rc = tf_check_syntax(fname, data, n, delimiter, comment);
     if (rc) return rc;
+    tf_xopts x;
+    if (opts && (rc = tf_xopts_init(fname, &x, opts, nopts, delimiter, comment))) return rc;
     if (start < 0 || start > n || skiplines < 0 || nmeta < 10 || header < 0 || header > 2 || cap < 0)
         return tf_error(TF_EINVAL, "%s: invalid start=%lld, skiplines=%lld, nmeta=%lld, header=%d or cap=%lld", fname,
                         (long long)start, (long long)skiplines, (long long)nmeta, header, (long long)cap);
@@ -2218,6 +2413,7 @@ static int tf_small(const char *fname, int dt, const uint8_t *data, int64_t n, i
     tf_small_job job;
     memset(&job, 0, sizeof job);
     tf_syntax_init(&job.fc.sx, data, n, delimiter, comment);
+    if (opts) job.fc.sx.x = &x;
     job.dt = dt;
     job.start = start;
     job.skiplines = skiplines;
@@ -2240,16 +2436,23 @@ static int tf_small(const char *fname, int dt, const uint8_t *data, int64_t n, i
     return TF_OK;
 }
 
-#define TF_SMALL(name, dt, T)                                                                                         \
+#define TF_SMALL(name, xname, dt, T)                                                                                  \
     int name(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment, int header, \
              int64_t max_rows, double missing, T *out, int64_t cap, int64_t *meta, int64_t nmeta) {                   \
         return tf_small(#name, dt, data, n, start, skiplines, delimiter, comment, header, max_rows, missing, out, cap,  \
-                        meta, nmeta);                                                                                 \
+                        meta, nmeta, NULL, 0);                                                                        \
+    }                                                                                                                  \
+    int xname(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment,            \
+              int header, int64_t max_rows, double missing, T *out, int64_t cap, int64_t *meta, int64_t nmeta,         \
+              const uint8_t *opts, int64_t nopts) {                                                                    \
+        if (!opts) return tf_error(TF_EINVAL, "%s: opts is NULL", #xname);                                           \
+        return tf_small(#xname, dt, data, n, start, skiplines, delimiter, comment, header, max_rows, missing, out,     \
+                        cap, meta, nmeta, opts, nopts);                                                               \
     }
-TF_SMALL(tf_parse_small_f32, TF_DT_F32, float)
-TF_SMALL(tf_parse_small_f64, TF_DT_F64, double)
-TF_SMALL(tf_parse_small_f16, TF_DT_F16, uint16_t)
-TF_SMALL(tf_parse_small_bf16, TF_DT_BF16, uint16_t)
+TF_SMALL(tf_parse_small_f32, tf_parse_small_x_f32, TF_DT_F32, float)
+TF_SMALL(tf_parse_small_f64, tf_parse_small_x_f64, TF_DT_F64, double)
+TF_SMALL(tf_parse_small_f16, tf_parse_small_x_f16, TF_DT_F16, uint16_t)
+TF_SMALL(tf_parse_small_bf16, tf_parse_small_x_bf16, TF_DT_BF16, uint16_t)
 
 /* Streams (tensorffi.io.iter_csv) and record boundaries for readers of file ranges. */
 #include "parse_stream.h"

@@ -15,9 +15,11 @@
 #define TF_FN(name) TF_FN_CAT(name, TF_FILL_SFX)
 #define TF_BLANK(c) (((c) == ' ' || (c) == '\t') && (c) != delim)
 
-/* Parse the rows of one chunk. Returns 0, or -1 with *err filled. */
+/* Parse the rows of one chunk. Returns 0, or -1 with *err filled. xo (a constant): the
+ * reader options' general reader takes every field (tf_xopts); 0 is the plain loop. */
 static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_chunk)(tf_runner *r, const tf_fill_ctx *fc, int64_t u,
-                                                              int is_caller, const int dt, tf_perr *err) {
+                                                              int is_caller, const int dt, const int xo,
+                                                              tf_perr *err) {
     const tf_syntax *sx = &fc->sx;
     const uint8_t *const E = sx->end;
     const int64_t *ch = fc->chunks + 4 * u;
@@ -29,6 +31,9 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
     void *const out = fc->out;
     const tf_val missing = fc->missing;
     const uint8_t *last_report = p;
+    /* the general reader's fast field (xo): no NA word may look like a number */
+    const uint8_t xdec = xo ? sx->x->decimal : (uint8_t)'.';
+    const int xth = xo ? sx->x->thousands : -1, xfast = xo && !sx->x->numeric;
 #ifdef TF_FILL_FIELD
     /* Where every field is kept in place (no usecols), colmap[j] == j. */
     int identity = 1;
@@ -69,7 +74,7 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
         const int64_t base = (row0 + ri) * cols;
         int64_t j = 0;
 #ifdef TF_FILL_FIELD
-        if (identity) { /* the whole record with the vector reader, while it can */
+        if (identity && !xo) { /* the whole record with the vector reader, while it can */
             int nl = 0;
             while (j < ncols_in && p < safe_end) {
                 uint64_t w;
@@ -92,7 +97,7 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
 #endif
         for (;;) { /* one field */
 #ifdef TF_FILL_FIELD
-            if (__builtin_expect(E - p >= 64 && j < ncols_in, 1) && (identity || colmap[j] >= 0)) {
+            if (!xo && __builtin_expect(E - p >= 64 && j < ncols_in, 1) && (identity || colmap[j] >= 0)) {
                 uint64_t w;
                 int64_t q;
                 int neg, nl;
@@ -112,8 +117,18 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
             if (__builtin_expect(j >= ncols_in, 0))
                 return tf_fail_fields(sx, rec, tf_count_fields(sx, p, j), ncols_in, err);
             const int64_t col = colmap[j];
-            if (__builtin_expect(col < 0 || (p < E && *p == '"'), 0)) {
-                p = tf_fill_field_slow(fc, p, j, col, base + col, dt, err);
+            if (xfast && col >= 0 && (p >= E || *p != '"')) {
+                tf_val v;
+                const uint8_t *e = tf_value_xfast(p, E, xdec, xth, dt, &v);
+                if (e && (e == E || *e == delim || *e == '\n' || *e == '\r' || *e == comment)) {
+                    tf_store(out, base + col, dt, v);
+                    p = e;
+                    j++;
+                    goto after_field;
+                }
+            }
+            if (__builtin_expect(xo || col < 0 || (p < E && *p == '"'), 0)) {
+                p = tf_fill_field_slow(fc, rec, p, j, col, base + col, dt, err);
                 if (!p) return -1;
             } else {
                 tf_val v;
@@ -129,12 +144,14 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
                     while (p < E && TF_BLANK(*p)) p++;
                 } else if (p == E || *p == delim || *p == '\n' || *p == '\r' || *p == comment) {
                     v = missing;
-                } else {
-                    return tf_fail_field(sx, p, j, err);
+                } else { /* not a number: an NA word, Unicode blanks, or an error */
+                    p = tf_rescue(fc, rec, p, j, dt, &v, err);
+                    if (!p) return -1;
                 }
                 tf_store(out, base + col, dt, v);
             }
             j++;
+        after_field:
             if (__builtin_expect(p == E, 0)) break;
             const uint8_t c = *p;
             if (__builtin_expect(c == delim, 1)) {
@@ -158,6 +175,13 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
             const uint8_t *fs = p;
             while (fs > rec && fs[-1] != delim) fs--;
             while (fs < p && TF_BLANK(*fs)) fs++;
+            if (col >= 0) { /* "1.#IND", a number before a Unicode blank...: read again */
+                tf_val v;
+                p = tf_rescue(fc, rec, fs, j - 1, dt, &v, err);
+                if (!p) return -1;
+                tf_store(out, base + col, dt, v);
+                goto after_field;
+            }
             return tf_fail_field(sx, fs, j - 1, err);
         }
         if (__builtin_expect(j != ncols_in, 0)) return tf_fail_fields(sx, rec, j, ncols_in, err);
@@ -179,12 +203,12 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
 }
 
 /* A unit of pass 2, run under the guard against inputs that shrink (parse.c). */
-#define TF_FILL_WORK(name, dt)                                                                            \
+#define TF_FILL_WORK(name, dt, xo)                                                                        \
     static TF_FILL_TARGET void TF_FN(name##_unit)(void *arg) {                                            \
         tf_fill_job *job = (tf_fill_job *)arg;                                                            \
         tf_runner *r = job->r;                                                                            \
         tf_fill_ctx *fc = (tf_fill_ctx *)r->ctx;                                                          \
-        job->bad = TF_FN(tf_fill_chunk)(r, fc, job->u, job->is_caller, dt, &fc->errs[job->u]) != 0;      \
+        job->bad = TF_FN(tf_fill_chunk)(r, fc, job->u, job->is_caller, dt, xo, &fc->errs[job->u]) != 0;  \
     }                                                                                                     \
     static TF_FILL_TARGET void TF_FN(name)(tf_runner * r, int64_t u, int is_caller) {                           \
         tf_fill_ctx *fc = (tf_fill_ctx *)r->ctx;                                                          \
@@ -196,18 +220,30 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
         int64_t bytes = (ch[1] >= 0 ? ch[1] : ch[0]) - ch[0];                                             \
         __atomic_fetch_add(&r->done_bytes, bytes > 0 ? bytes : 0, __ATOMIC_RELAXED);                      \
     }
-TF_FILL_WORK(tf_fill_work_f32, TF_DT_F32)
-TF_FILL_WORK(tf_fill_work_f64, TF_DT_F64)
-TF_FILL_WORK(tf_fill_work_f16, TF_DT_F16)
-TF_FILL_WORK(tf_fill_work_bf16, TF_DT_BF16)
+TF_FILL_WORK(tf_fill_work_f32, TF_DT_F32, 0)
+TF_FILL_WORK(tf_fill_work_f64, TF_DT_F64, 0)
+TF_FILL_WORK(tf_fill_work_f16, TF_DT_F16, 0)
+TF_FILL_WORK(tf_fill_work_bf16, TF_DT_BF16, 0)
+TF_FILL_WORK(tf_fill_work_x_f32, TF_DT_F32, 1)
+TF_FILL_WORK(tf_fill_work_x_f64, TF_DT_F64, 1)
+TF_FILL_WORK(tf_fill_work_x_f16, TF_DT_F16, 1)
+TF_FILL_WORK(tf_fill_work_x_bf16, TF_DT_BF16, 1)
 
 /* tf_parse_small's single pass: chunk 0 on the calling thread. */
 static TF_FILL_TARGET int TF_FN(tf_fill_single)(tf_runner *r, const tf_fill_ctx *fc, int dt, tf_perr *err) {
+    if (fc->sx.x && fc->sx.x->general) {
+        switch (dt) {
+        case TF_DT_F32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F32, 1, err);
+        case TF_DT_F64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F64, 1, err);
+        case TF_DT_F16: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F16, 1, err);
+        default: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_BF16, 1, err);
+        }
+    }
     switch (dt) {
-    case TF_DT_F32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F32, err);
-    case TF_DT_F64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F64, err);
-    case TF_DT_F16: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F16, err);
-    default: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_BF16, err);
+    case TF_DT_F32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F32, 0, err);
+    case TF_DT_F64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F64, 0, err);
+    case TF_DT_F16: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F16, 0, err);
+    default: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_BF16, 0, err);
     }
 }
 

@@ -49,6 +49,8 @@ struct tf_parse_stream {
     int eof;      /* the last block was fed */
     int bom_done; /* the byte order mark at the start of the input is settled */
     int begun;    /* tf_parse_stream_begin was called: rows may be read */
+    uint8_t *xbuf; /* owned copy of the reader options (tf_parse_stream_options); NULL: none */
+    tf_xopts x;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -127,6 +129,7 @@ static void tf_stream_syntax(const tf_parse_stream *s, tf_syntax *sx, int64_t en
     tf_syntax_init(sx, s->buf + s->pos, end - s->pos, s->delim, s->comment);
     sx->origin = s->base + s->pos;
     sx->origin_line = s->line;
+    if (s->xbuf) sx->x = &s->x;
 }
 
 /* Consume the buffer up to index `to` (a line start): its line ends are counted. */
@@ -238,8 +241,23 @@ int tf_parse_stream_open(int delimiter, int comment, int64_t skiplines, int64_t 
     return TF_OK;
 }
 
+int tf_parse_stream_options(tf_parse_stream *s, const uint8_t *opts, int64_t nopts) {
+    static const char fname[] = "tf_parse_stream_options";
+    if (!s || s->xbuf || s->begun || s->len > 0)
+        return tf_error(TF_EINVAL, "%s: options are set once, before the first block", fname);
+    tf_xopts x;
+    int rc = tf_xopts_init(fname, &x, opts, nopts, s->delim, s->comment);
+    if (rc) return rc;
+    s->xbuf = malloc((size_t)nopts);
+    if (!s->xbuf) return tf_error(TF_ENOMEM, "%s: out of memory", fname);
+    memcpy(s->xbuf, opts, (size_t)nopts);
+    rc = tf_xopts_init(fname, &s->x, s->xbuf, nopts, s->delim, s->comment);
+    return rc;
+}
+
 void tf_parse_stream_close(tf_parse_stream *s) {
     if (!s) return;
+    free(s->xbuf);
     free(s->colmap);
     free(s->buf);
     free(s);

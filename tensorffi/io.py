@@ -49,7 +49,9 @@ import io as _stdio
 import mmap
 import os
 import stat as _stat
+import re
 import threading
+import warnings
 import weakref
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -62,6 +64,8 @@ from ._callbacks import CallbackScope
 from ._lib import native
 from ._threads import resolve_threads
 from .errors import (
+    ArgumentOverflowError,
+    TensorFFIError,
     NativeError,
     NativeIOError,
     ParseError,
@@ -70,7 +74,8 @@ from .errors import (
     SourcePermissionError,
 )
 
-__all__ = ["read_csv", "ParseError"]
+__all__ = ["read_csv", "ParseError", "EncodingError", "ControlCharacterError", "OptionTypeError", "EmptyDataWarning",
+           "NA_VALUES"]
 
 # Bound native functions (csrc/parse.c; declarations in csrc/tensorffi.h, section "parse").
 _record = native("tf_parse_record", "data: [n]; spans: out [max_fields, 3]; info: out [4]; errinfo: out [5]")
@@ -79,6 +84,9 @@ _FILL_CONTRACT = "data: [n]; chunks: [nchunks, 4]; colmap: [ncols_in]; out: out 
 _fill = {name: native(f"tf_parse_fill_{name}", _FILL_CONTRACT) for name in ("f32", "f64", "f16", "bf16")}
 _SMALL_CONTRACT = "data: [n]; out: out [cap]; meta: out [nmeta]"
 _small = {name: native(f"tf_parse_small_{name}", _SMALL_CONTRACT) for name in ("f32", "f64", "f16", "bf16")}
+# The same with reader options (na_values, thousands, decimal: _ReaderOptions).
+_fill_x = {name: native(f"tf_parse_fill_x_{name}", _FILL_CONTRACT + "; opts: [nopts]") for name in _fill}
+_small_x = {name: native(f"tf_parse_small_x_{name}", _SMALL_CONTRACT + "; opts: [nopts]") for name in _small}
 
 #: Inputs up to this size (and without usecols or a progress callback) are parsed in
 #: one call on the calling thread: the header decision, the rows and the values in a
@@ -94,6 +102,164 @@ _MIN_CHUNK = 256 << 10
 _MAX_CHUNK = 8 << 20
 
 _BOM = b"\xef\xbb\xbf"
+
+
+#: pandas' default NA words (``pandas._libs.parsers.STR_NA_VALUES``) that are not
+#: numbers already: the empty field is missing anyway, and ``nan``, ``NaN``, ``-nan``
+#: and ``-NaN`` read as NaN.
+NA_VALUES: tuple[str, ...] = ("#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "1.#IND", "1.#QNAN", "<NA>", "N/A",
+                              "NA", "NULL", "None", "n/a", "null")
+_NAN_WORD = re.compile(r"[+-]?nan", re.IGNORECASE)
+#: what the plain reader takes for a number (an NA word like this is checked on every field)
+_NUMBER = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity|nan)", re.IGNORECASE)
+
+
+class EncodingError(ParseError, UnicodeDecodeError):
+    """Bytes that are not UTF-8: a :class:`~tensorffi.ParseError` (line, column, byte
+    offset, text) that is also the ``UnicodeDecodeError`` NumPy raises (``encoding``,
+    ``object``: the bytes around the bad one, ``start``/``end`` in them)."""
+
+    def __init__(self, message: str, code: int, function: str, *, line: int, column: int, offset: int, text: str,
+                 data: bytes, start: int) -> None:
+        UnicodeDecodeError.__init__(self, "utf-8", data, start, min(start + 1, len(data)), "invalid UTF-8")
+        self.args = (message,)
+        self.code, self.function = code, function
+        self.line, self.column, self.offset, self.text = line, column, offset, text
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> Any:
+        return (ParseError, (self.args[0], self.code, self.function),
+                {"line": self.line, "column": self.column, "offset": self.offset, "text": self.text})
+
+
+class ControlCharacterError(TensorFFIError, TypeError, ValueError):
+    """A delimiter, comment, decimal mark or thousands separator that is a line end or
+    collides with another: a TypeError as NumPy types it, and a ValueError as pandas
+    does."""
+
+
+class OptionTypeError(TensorFFIError, TypeError, ValueError):
+    """An option of the wrong type (``max_rows=3.0``, ``keep_default_na="no"``): a
+    TypeError as NumPy types it, and a ValueError as pandas does."""
+
+
+class EmptyDataWarning(UserWarning):
+    """The input holds no record at all (NumPy's loadtxt warns the same): the table has
+    no rows, and as many columns as ``usecols`` names (none without it)."""
+
+
+def _warn_empty(name: str, stacklevel: int = 4) -> None:
+    warnings.warn(f"read_csv: input contained no data: {name!r}", EmptyDataWarning, stacklevel=stacklevel)
+
+
+def _dedup(names: list[str]) -> list[str]:
+    """Repeated header names made unique as pandas' C reader makes them: the second
+    ``a`` becomes ``a.1`` (or ``a.2`` if the header has an ``a.1`` already)."""
+    if len(set(names)) == len(names):
+        return names
+    out, counts, taken = list(names), {}, set(names)
+    for i, col in enumerate(names):
+        cur = counts.get(col, 0)
+        if cur > 0:
+            old = col
+            while cur > 0:
+                counts[old] = cur + 1
+                col = f"{old}.{cur}"
+                cur = cur + 1 if col in taken else counts.get(col, 0)
+            out[i] = col
+        counts[col] = cur + 1
+    return out
+
+
+class _ReaderOptions:
+    """na_values, keep_default_na, thousands and decimal, checked, and the options string
+    the _x kernels read (tf_xopts in csrc/parse.c)."""
+
+    __slots__ = ("words", "decimal", "thousands", "general", "blob")
+
+    def __init__(self, na_values: Any, keep_default_na: Any, thousands: Any, decimal: Any, delim: int,
+                 comment: int) -> None:
+        _check_keep_default_na(keep_default_na)
+        words: list[str] = []
+        if na_values is not None:
+            if isinstance(na_values, dict):
+                raise TypeError("na_values per column (a dict) is not supported: give one list for every column")
+            items = [na_values] if isinstance(na_values, (str, int, float)) else list(na_values)
+            for w in items:
+                if isinstance(w, bool) or not isinstance(w, (str, int, float, np.integer, np.floating)):
+                    raise TypeError(f"na_values must hold strings (or numbers), got {w!r}")
+                if isinstance(w, str):
+                    words.append(w)
+                else:  # as pandas: -999 also matches "-999.0", and -999.0 "-999"
+                    words.append(str(w))
+                    if float(w).is_integer():
+                        words += [str(int(w)), f"{int(w)}.0"]
+            if keep_default_na:
+                words += NA_VALUES
+        self.decimal = self._mark(decimal, "decimal", delim, comment)
+        self.thousands = None if thousands is None else self._mark(thousands, "thousands", delim, comment)
+        if self.thousands is not None and self.thousands == self.decimal:
+            raise ControlCharacterError(f"the control characters thousands and decimal are incompatible: both are "
+                                        f"{decimal!r}")
+        blob = bytearray([ord(self.decimal), 0 if self.thousands is None else ord(self.thousands), 0])
+        kept: list[str] = []
+        for w in dict.fromkeys(words):  # in order, once
+            b = w.encode("utf-8")
+            if len(b) > 255 or any(c in w for c in "\0\n\r"):
+                raise ValueError(f"na_values: {w!r} cannot be a field (a NUL, a line end, or over 255 bytes)")
+            if not w.strip() or _NAN_WORD.fullmatch(w):
+                continue  # empty fields and NaN spellings are missing or NaN already
+            if _NUMBER.fullmatch(w.strip(" \t")):
+                blob[2] = 1  # a number: every field is compared
+            blob += bytes([len(b)]) + b
+            kept.append(w)
+        self.words = frozenset(kept)
+        self.general = bool(blob[2]) or self.decimal != "." or self.thousands is not None
+        self.blob = np.frombuffer(bytes(blob), dtype=np.uint8)
+
+    @staticmethod
+    def _mark(ch: Any, what: str, delim: int, comment: int) -> str:
+        if not isinstance(ch, str):
+            raise TypeError(f"{what} must be a one-character string, got {ch!r}")
+        if len(ch) != 1 or ord(ch) > 126 or (ord(ch) < 32):
+            raise ValueError(f"{what} must be one ASCII character, got {ch!r}")
+        if ord(ch) in (delim, comment):
+            raise ControlCharacterError(f"the control characters {what} and delimiter or comment are incompatible: "
+                                        f"both are {ch!r}")
+        if ch.isdigit() or ch in '"+-eE' or (what == "decimal" and ch == " "):
+            raise ValueError(f"{what} cannot be {ch!r}: it is part of numbers, quoting, the delimiter or comments")
+        return ch
+
+    def classify(self, text: str) -> int:
+        """The header decision's flags (4: a number, 8: empty or an NA word, 0: text)."""
+        t = text.strip()
+        if not t or t in self.words:
+            return 8
+        if self.thousands is not None:
+            t = re.sub(rf"(?<=\d){re.escape(self.thousands)}(?=\d)", "", t)
+        if self.decimal != ".":
+            if "." in t:
+                return 0
+            t = t.replace(self.decimal, ".")
+        return 4 if _NUMBER.fullmatch(t) else 0
+
+
+def _check_keep_default_na(keep: Any) -> None:
+    if not isinstance(keep, (bool, np.bool_)) and not (isinstance(keep, (int, np.integer)) and keep in (0, 1)):
+        raise OptionTypeError(f'For argument "keep_default_na" expected type bool, got {keep!r}')  # pandas' words
+
+
+def _flags_under(xo: "_ReaderOptions | None", buf: np.ndarray, spans: np.ndarray) -> np.ndarray:
+    """The first record's spans, their number/empty flags decided under the options
+    (tf_parse_record knows none)."""
+    if xo is None:
+        return spans
+    spans = spans.copy()
+    for i in range(spans.shape[0]):
+        spans[i, 2] = (spans[i, 2] & ~12) | xo.classify(_field_text(buf, spans[i]))
+    return spans
 
 # Accepted dtype spellings -> the kernel (tf_parse_fill_<kernel>) that writes them.
 _KERNELS: dict[Any, str] = {
@@ -132,6 +298,10 @@ def read_csv(
     progress: bool | Callable[[int, int], object] | None = None,
     like: Any = None,
     return_names: bool = False,
+    na_values: str | Sequence[str] | None = None,
+    keep_default_na: bool = True,
+    thousands: str | None = None,
+    decimal: str = ".",
 ) -> Any:
     """Read a numeric CSV table into a contiguous 2-D tensor (rows x columns).
 
@@ -170,7 +340,21 @@ def read_csv(
         like: ``"numpy"`` (or the ``numpy`` module, or ``np.ndarray``) returns a NumPy
             array; the default returns a torch tensor. bfloat16 needs torch.
         return_names: also return the column names (a list of ``str``, or None when
-            there is no header), as ``(table, names)``.
+            there is no header), as ``(table, names)``. Repeated names are made unique
+            as pandas makes them (``a``, ``a.1``, ``a.2``).
+        na_values: words that mean a missing value (read as ``missing``, like an empty
+            field), as in pandas: a string or a sequence of strings, plus pandas'
+            default words (:data:`NA_VALUES`: ``NA``, ``N/A``, ``NULL``, ``#N/A``,
+            ``-1.#QNAN``, ``1.#IND``, ``None``...) while ``keep_default_na`` is True;
+            ``na_values=()`` gives the default words alone. None (the default): no
+            words, so ``NA`` is an error rather than a silent hole in the data. A
+            word that reads as a number (``"-999"``) is matched against every field.
+        keep_default_na: with ``na_values``, also treat :data:`NA_VALUES` as missing.
+        thousands: a one-character thousands separator (``","`` reads ``1,234.5``;
+            ``"."`` with ``decimal=","`` reads ``1.234,5``), allowed between digits
+            of the integer part. None: none.
+        decimal: the one-character decimal mark (``","`` for ``3,14``); then a ``.``
+            in a number is an error, unless it is the thousands separator.
 
     Returns:
         A C-contiguous ``(rows, columns)`` tensor or array (and the names).
@@ -192,8 +376,15 @@ def read_csv(
     sign; spaces and tabs around fields; double-quoted fields (``""`` escapes a
     quote; a quoted field may span lines, which only text in skipped columns or the
     header can use); LF, CRLF and CR line ends; a UTF-8 byte order mark; blank lines
-    skipped; the last line with or without a line end. Words such as ``NA`` are not
-    missing values: they are errors.
+    skipped; the last line with or without a line end. Blanks around a number
+    include Unicode white space (U+00A0, U+202F...), as NumPy strips it. Words such
+    as ``NA`` are errors unless ``na_values`` names them.
+
+    >>> import tensorffi.io
+    >>> t = tensorffi.io.read_csv(b"a;b\\n1.234,5;NA\\n-0,25;7\\n", delimiter=";", decimal=",",
+    ...                           thousands=".", na_values=(), dtype="float64")
+    >>> t.tolist()
+    [[1234.5, nan], [-0.25, 7.0]]
 
     >>> import torch, tensorffi.io
     >>> t, names = tensorffi.io.read_csv(b'a,"b"\\n1,2\\n,0.1\\n', return_names=True)
@@ -217,7 +408,8 @@ def read_csv(
         if comment in (" ", "\t"):
             raise ValueError(f"comment cannot be a blank ({comment!r}): blanks around fields are ignored")
         if comment_code == delim:
-            raise ValueError(f"comment and delimiter must differ, both are {delimiter!r}")
+            raise ControlCharacterError(f"the control characters delimiter and comment are incompatible: both are "
+                                        f"{delimiter!r}")
     if header is None:
         header = False
     if header is not True and header is not False and header != "auto":
@@ -234,6 +426,11 @@ def read_csv(
             raise TypeError(f"missing must be a number, got {missing!r}") from None
     if threads is not None:
         resolve_threads(threads)  # checked here; resolved where threads run (not for small inputs)
+    xo = None
+    if na_values is not None or thousands is not None or decimal != ".":
+        xo = _ReaderOptions(na_values, keep_default_na, thousands, decimal, delim, comment_code)
+    elif keep_default_na is not True:
+        _check_keep_default_na(keep_default_na)
 
     if progress is not None and progress is not False and progress is not True and not callable(progress):
         raise TypeError(f"progress must be True, False, None or a callable(done, total), got {progress!r}")
@@ -241,18 +438,18 @@ def read_csv(
         if len(source) <= _SMALL_BYTES and usecols is None and not progress and _CHUNK_BYTES is None:
             # small text: straight to C (the bridge reads bytes as they are)
             return _read_small(source, "<bytes>", kernel, want_numpy, delim, comment_code, header, skiprows,
-                               missing_value, limit, 3 if source.startswith(_BOM) else 0, return_names)
+                               missing_value, limit, 3 if source.startswith(_BOM) else 0, return_names, xo)
         buf, name, held = np.frombuffer(source, dtype=np.uint8), "<bytes>", None
     else:
         buf, name, held = _as_buffer(source)
         if isinstance(buf, _Blocks):  # a pipe, a FIFO, a device, a /proc file, a GzipFile: no size to map
             opts = _Options(dtype, delimiter, header, skiprows, usecols, comment, missing_value, max_rows, like,
-                            MAX_RECORD_BYTES)
+                            MAX_RECORD_BYTES, na_values, keep_default_na, thousands, decimal)
             return _read_stream(buf, opts, progress, return_names)
     try:
         result = _read(
             buf, name, kernel, want_numpy, delim, comment_code, header, skiprows, usecols, missing_value, limit,
-            threads, progress, return_names, held,
+            threads, progress, return_names, held, xo,
         )
         if held is not None:
             held.check()  # another thread may have resized it while C read it
@@ -264,13 +461,13 @@ def read_csv(
 def _read(
     buf: np.ndarray, name: str, kernel: str, want_numpy: bool, delim: int, comment: int, header: Any,
     skiprows: int, usecols: Any, missing: float, limit: int, threads: int | None, progress: Any, return_names: bool,
-    held: "_HeldStorage | None",
+    held: "_HeldStorage | None", xo: "_ReaderOptions | None" = None,
 ) -> Any:
     n = buf.shape[0]
     start = 3 if n >= 3 and buf[0] == 0xEF and bytes(buf[:3]) == _BOM else 0
     if n <= _SMALL_BYTES and usecols is None and not progress and _CHUNK_BYTES is None:
         return _read_small(buf, name, kernel, want_numpy, delim, comment, header, skiprows, missing, limit, start,
-                           return_names)
+                           return_names, xo)
     nthreads = resolve_threads(threads)
     errinfo = np.zeros(5, dtype=np.int64)
 
@@ -289,8 +486,9 @@ def _read(
         ncols_in, data_start = 0, n
         if header is True:
             names = []
-    elif header is True or (header == "auto" and _looks_like_header(spans[:nfields])):
-        names = [_field_text(buf, spans[i]) for i in range(nfields)]
+        _warn_empty(name)
+    elif header is True or (header == "auto" and _looks_like_header(_flags_under(xo, buf, spans[:nfields]))):
+        names = _dedup([_field_text(buf, spans[i]) for i in range(nfields)])
         ncols_in, data_start = nfields, int(info[1])
     else:
         ncols_in, data_start = nfields, int(info[0])
@@ -319,9 +517,10 @@ def _read(
             try:
                 if reporter.active and scope.report(0, region):  # before C reads: the bar appears at 0
                     scope.check()
+                extra = {} if xo is None else {"opts": xo.blob}
                 _call(
-                    _fill[kernel], (buf, name, errinfo), buf, delim, comment, chunks, colmap, missing, nthreads,
-                    scope.fn, scope.handle, out=out, errinfo=errinfo, scope=scope,
+                    (_fill if xo is None else _fill_x)[kernel], (buf, name, errinfo), buf, delim, comment, chunks,
+                    colmap, missing, nthreads, scope.fn, scope.handle, out=out, errinfo=errinfo, scope=scope, **extra,
                 )
                 if reporter.active and scope.report(region, region):  # max_rows may stop early: end at 100%
                     scope.check()
@@ -424,7 +623,7 @@ class _HeldStorage:
 
 def _read_small(
     buf: np.ndarray | bytes, name: str, kernel: str, want_numpy: bool, delim: int, comment: int, header: Any,
-    skiprows: int, missing: float, limit: int, start: int, return_names: bool,
+    skiprows: int, missing: float, limit: int, start: int, return_names: bool, xo: "_ReaderOptions | None" = None,
 ) -> Any:
     """The whole parse in one native call (tf_parse_small_*): into a buffer of
     n - start + 1 values (every field but the last ends with its own delimiter or line
@@ -442,17 +641,23 @@ def _read_small(
     else:
         out = np.empty(need, dtype=_RAW[kernel])
     try:
-        _small[kernel](buf, start, skiprows, delim, comment, _HEADER[header], limit, missing, out=out, meta=meta)
+        if xo is None:
+            _small[kernel](buf, start, skiprows, delim, comment, _HEADER[header], limit, missing, out=out, meta=meta)
+        else:
+            _small_x[kernel](buf, start, skiprows, delim, comment, _HEADER[header], limit, missing, out=out, meta=meta,
+                             opts=xo.blob)
     except ParseError as exc:
         raise _parse_error(exc, buf, name, errinfo) from None
     rows, cols, is_header, first, _ = info.tolist()
+    if first < 0:
+        _warn_empty(name, 4)
     names: list[str] | None = None
     if is_header and return_names:
         if cols > spans.shape[0]:  # a wide header: its spans again, all of them
             spans = np.empty((cols, 3), dtype=np.int64)
             _call(_record, (buf, name, errinfo), buf, start, skiprows, delim, comment, spans=spans,
                   info=np.empty(4, dtype=np.int64), errinfo=errinfo)
-        names = [_field_text(buf, spans[i]) for i in range(cols)]
+        names = _dedup([_field_text(buf, spans[i]) for i in range(cols)])
     elif header is True and first < 0:
         names = []
     if to_tensor:
@@ -513,6 +718,10 @@ def _parse_error(exc: NativeError, buf: np.ndarray, name: str, errinfo: np.ndarr
     if sep and head.startswith("tf_parse_"):
         message = f"{name}: {rest}"
     text = bytes(buf[tb : min(te, tb + 200)]).decode("utf-8", "backslashreplace")
+    if ": invalid UTF-8: " in message:
+        lo = max(tb, offset - 16)
+        return EncodingError(message, exc.code, exc.function, line=line, column=column, offset=offset, text=text,
+                             data=bytes(buf[lo : min(te, offset + 16)]), start=offset - lo)
     return ParseError(message, exc.code, exc.function, line=line, column=column, offset=offset, text=text)
 
 
@@ -541,19 +750,26 @@ def _column_map(usecols: Any, ncols_in: int, names: list[str] | None) -> tuple[n
         return np.arange(ncols_in, dtype=np.int64), names
     if isinstance(usecols, (int, np.integer, str)):
         usecols = [usecols]
+    if ncols_in == 0 and names is None and all(isinstance(u, (int, np.integer)) for u in usecols):
+        k = len(list(usecols))  # an empty input: as NumPy, no rows and the columns usecols names
+        return np.arange(k, dtype=np.int64), None
     picked: list[int] = []
+    missing = [u for u in usecols if isinstance(u, str) and names is not None and u not in names]
+    if missing:  # pandas' words
+        raise ValueError(f"usecols: no column named {missing[0]!r} (Usecols do not match columns, columns expected "
+                         f"but not found: {missing}); the columns are {names}")
     for u in usecols:
         if isinstance(u, str):
             if names is None:
                 raise ValueError(f"usecols names a column ({u!r}), but the input has no header")
             hits = [i for i, nm in enumerate(names) if nm == u]
-            if not hits:
-                raise ValueError(f"usecols: no column named {u!r}; the columns are {names}")
             if len(hits) > 1:
                 raise ValueError(f"usecols: {len(hits)} columns are named {u!r}; select them by index")
             picked.append(hits[0])
         elif isinstance(u, (int, np.integer)) and not isinstance(u, bool):
             i = int(u)
+            if not -(1 << 63) <= i < 1 << 63:
+                raise ArgumentOverflowError(f"usecols: column {i} does not fit in a 64-bit integer")
             if not -ncols_in <= i < ncols_in:
                 raise ValueError(f"usecols: column {i} is out of range for {ncols_in} column(s)")
             picked.append(i % ncols_in)
@@ -620,15 +836,24 @@ def _wants_numpy(like: Any) -> bool:
 
 
 def _char_code(ch: Any, what: str) -> int:
-    if not isinstance(ch, str) or len(ch) != 1 or ord(ch) > 127:
+    if not isinstance(ch, str):
+        raise TypeError(f"{what} must be a one-character string, got {ch!r}")
+    if len(ch) != 1 or ord(ch) > 127:
         raise ValueError(f"{what} must be one ASCII character, got {ch!r}")
+    if ch == "\0":
+        raise ValueError(f"{what} cannot be NUL ('\\0'): NUL bytes are refused in the input")
+    if ch in "\r\n":
+        raise ControlCharacterError(f"{what}: the control character {ch!r} cannot be a newline")
     if ch in '"\r\n' or ch.isalnum() or ch in ".+-":
         raise ValueError(f"{what} cannot be {ch!r}: it is part of quoting, line ends or numbers")
     return ord(ch)
 
 
 def _count_arg(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+    # typed as NumPy types them: a float (3.0) or a bool is a TypeError, a negative count a ValueError
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise OptionTypeError(f"{what} must be a non-negative integer, got {value!r}")
+    if value < 0:
         raise ValueError(f"{what} must be a non-negative integer, got {value!r}")
     return int(value)
 
@@ -774,6 +999,7 @@ class _StreamFns:
             "tf_parse_stream_first", "spans: out [max_fields, 3]; info: out [6]; errinfo: out [5]; return: count"
         )
         self.begin = native("tf_parse_stream_begin", "colmap: [ncols_in]")
+        self.options = native("tf_parse_stream_options", "opts: [nopts]")
         contract = "out: out [rows, cols]; errinfo: out [5]; return: count"
         self.next = {k: native(f"tf_parse_stream_next_{k}", contract) for k in ("f32", "f64", "f16", "bf16")}
         self.bytes = native("tf_parse_stream_bytes", "out: out [n]")
@@ -799,10 +1025,11 @@ class _Options:
     """iter_csv's arguments, checked once (the same rules as read_csv's)."""
 
     __slots__ = ("kernel", "want_numpy", "delim", "comment", "header", "skiprows", "usecols", "missing", "limit",
-                 "max_record")
+                 "max_record", "xo")
 
     def __init__(self, dtype: Any, delimiter: str, header: Any, skiprows: Any, usecols: Any, comment: Any,
-                 missing: Any, max_rows: Any, like: Any, max_record_bytes: Any) -> None:
+                 missing: Any, max_rows: Any, like: Any, max_record_bytes: Any, na_values: Any = None,
+                 keep_default_na: Any = True, thousands: Any = None, decimal: Any = ".") -> None:
         self.kernel = _kernel_for(dtype)
         self.want_numpy = False if like is None else _wants_numpy(like)
         if self.want_numpy and self.kernel == "bf16":
@@ -815,7 +1042,8 @@ class _Options:
             if comment in (" ", "\t"):
                 raise ValueError(f"comment cannot be a blank ({comment!r}): blanks around fields are ignored")
             if self.comment == self.delim:
-                raise ValueError(f"comment and delimiter must differ, both are {delimiter!r}")
+                raise ControlCharacterError(f"the control characters delimiter and comment are incompatible: both "
+                                            f"are {delimiter!r}")
         if header is None:
             header = False
         if header is not True and header is not False and header != "auto":
@@ -833,6 +1061,11 @@ class _Options:
         self.max_record = _count_arg(max_record_bytes, "max_record_bytes")
         if self.max_record < 1:
             raise ValueError("max_record_bytes must be at least 1")
+        self.xo = None
+        if na_values is not None or thousands is not None or decimal != ".":
+            self.xo = _ReaderOptions(na_values, keep_default_na, thousands, decimal, self.delim, self.comment)
+        elif keep_default_na is not True:
+            _check_keep_default_na(keep_default_na)
 
 
 def _chunk_rows_arg(chunk_rows: Any) -> int:
@@ -1032,6 +1265,8 @@ class CSVChunks:
         try:
             skip = opts.skiprows if layout is None else 0
             self._handle = self._fns.open(opts.delim, opts.comment, skip, origin, origin_line, opts.max_record)
+            if opts.xo is not None:
+                self._fns.options(self._handle, opts.xo.blob)
             if layout is not None:
                 self._begin(layout)
         except BaseException:
@@ -1137,6 +1372,10 @@ class CSVChunks:
         raw = np.empty(max(0, min(te, tb + 200) - tb), dtype=np.uint8)
         self._fns.bytes(self._handle, tb, out=raw)
         text = raw.tobytes().decode("utf-8", "backslashreplace")
+        if ": invalid UTF-8: " in message:
+            data = raw.tobytes()
+            return EncodingError(message, exc.code, exc.function, line=line, column=column, offset=offset, text=text,
+                                 data=data, start=min(max(offset - tb, 0), max(len(data) - 1, 0)))
         return ParseError(message, exc.code, exc.function, line=line, column=column, offset=offset, text=text)
 
     def _start(self) -> None:
@@ -1161,13 +1400,14 @@ class CSVChunks:
             ncols_in, start = 0, int(info[1])
             if opts.header is True:
                 names = []
+            _warn_empty(self._blocks.name, 5)
         else:
             rec = np.empty(int(info[1] - info[0]), dtype=np.uint8)
             fns.bytes(h, int(info[0]), out=rec)
             local = spans[:nfields].copy()
             local[:, :2] -= info[0]
             if opts.header is True or (opts.header == "auto" and _looks_like_header(local)):
-                names = [_field_text(rec, local[i]) for i in range(nfields)]
+                names = _dedup([_field_text(rec, local[i]) for i in range(nfields)])
                 ncols_in, start = nfields, int(info[1])
             else:
                 ncols_in, start = nfields, int(info[0])
@@ -1246,6 +1486,10 @@ def iter_csv(
     max_rows: int | None = None,
     like: Any = None,
     max_record_bytes: int = MAX_RECORD_BYTES,
+    na_values: str | Sequence[str] | None = None,
+    keep_default_na: bool = True,
+    thousands: str | None = None,
+    decimal: str = ".",
 ) -> CSVChunks:
     """Read a numeric CSV table in chunks of rows, with memory bounded by the chunk.
 
@@ -1260,7 +1504,8 @@ def iter_csv(
 
     The options are read_csv's and mean the same (``dtype``, ``delimiter``, ``header``,
     ``skiprows``, ``usecols`` with names, ``comment``, ``missing``, ``max_rows``,
-    ``like``); the column names are the returned iterator's ``names`` attribute.
+    ``like``, ``na_values``, ``keep_default_na``, ``thousands``, ``decimal``); the
+    column names are the returned iterator's ``names`` attribute.
     Parsing runs in C, one thread per iterator, with the GIL released; run several
     iterators (or :class:`CSVDataset` with DataLoader workers) for more cores.
 
@@ -1294,7 +1539,8 @@ def iter_csv(
     ([[[0.0, 0.5], [1.0, 1.5]], [[2.0, 2.5]]], ['t', 'v'])
     """
     rows = _chunk_rows_arg(chunk_rows)
-    opts = _Options(dtype, delimiter, header, skiprows, usecols, comment, missing, max_rows, like, max_record_bytes)
+    opts = _Options(dtype, delimiter, header, skiprows, usecols, comment, missing, max_rows, like, max_record_bytes,
+                    na_values, keep_default_na, thousands, decimal)
     return CSVChunks(_open_blocks(source), rows, opts)
 
 
@@ -1381,6 +1627,10 @@ class CSVDataset(torch.utils.data.IterableDataset):
         max_rows: int | None = None,
         like: Any = None,
         max_record_bytes: int = MAX_RECORD_BYTES,
+        na_values: str | Sequence[str] | None = None,
+        keep_default_na: bool = True,
+        thousands: str | None = None,
+        decimal: str = ".",
     ) -> None:
         super().__init__()
         if isinstance(source, (str, os.PathLike)):
@@ -1396,7 +1646,9 @@ class CSVDataset(torch.utils.data.IterableDataset):
         self.chunk_rows = _chunk_rows_arg(chunk_rows)
         self.options = dict(dtype=dtype, delimiter=delimiter, header=header, skiprows=skiprows, usecols=usecols,
                             comment=comment, missing=missing, max_rows=max_rows, like=like,
-                            max_record_bytes=max_record_bytes)
+                            max_record_bytes=max_record_bytes,
+                            na_values=na_values if na_values is None or isinstance(na_values, (str, dict)) else list(na_values),
+                            keep_default_na=keep_default_na, thousands=thousands, decimal=decimal)
         opts = _Options(**self.options)  # bad arguments fail here, not in a worker
         # picklable spellings (spawned workers): no module objects, no iterators
         self.options.update(like="numpy" if opts.want_numpy else None, usecols=opts.usecols)

@@ -178,6 +178,16 @@ def _value(off: int, text: bytes, quoted: bool) -> float:
         return math.nan
     if NUMBER.fullmatch(tok):
         return float(tok)
+    # as NumPy: the white space Python's str.strip knows (U+00A0, U+202F..., and line
+    # ends inside quotes) around a number is stripped too
+    try:
+        wide = tok.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        wide = None
+    if wide == "":
+        return math.nan
+    if wide is not None and NUMBER.fullmatch(wide.encode()):
+        return float(wide)
     raise Invalid(off, f"not a number: {tok!r}")
 
 

@@ -1,0 +1,177 @@
+# SPDX-License-Identifier: MIT
+"""read_csv's reader options (na_values, keep_default_na, thousands, decimal), Unicode
+blanks, empty inputs, repeated names and typed option errors, against pandas and
+NumPy on fresh random tables, through the one-call path, the parallel passes (chunks
+of a few bytes) and the stream (iter_csv)."""
+from __future__ import annotations
+
+import io
+import warnings
+
+import numpy as np
+import pytest
+
+import tensorffi.io as tio
+from tensorffi import ParseError
+
+pd = pytest.importorskip("pandas")
+
+
+@pytest.fixture(params=["one-call", "passes", "stream"])
+def read(request, monkeypatch):
+    """read_csv as float64 NumPy, by one of its three roads."""
+
+    def run(data: bytes, **kw):
+        kw.setdefault("dtype", "float64")
+        kw.setdefault("like", "numpy")
+        if request.param == "stream":
+            chunks = tio.iter_csv(io.BytesIO(data), chunk_rows=7, **kw)
+            parts = list(chunks)
+            cols = parts[0].shape[1] if parts else chunks._layout.cols
+            return np.concatenate(parts) if parts else np.empty((0, cols))
+        if request.param == "passes":
+            monkeypatch.setattr(tio, "_CHUNK_BYTES", 64)
+        return tio.read_csv(data, **kw)
+
+    return run
+
+
+# --------------------------------------------------------------------------- #
+# hostile inputs first                                                         #
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize(
+    "kw, exc",
+    [
+        ({"na_values": {"a": ["x"]}}, TypeError), ({"na_values": [b"NA"]}, TypeError),
+        ({"na_values": ["N\0A"]}, ValueError), ({"na_values": ["x" * 300]}, ValueError),
+        ({"na_values": ["a\nb"]}, ValueError), ({"decimal": ","}, ValueError), ({"decimal": ",,"}, ValueError),
+        ({"decimal": "5"}, ValueError), ({"decimal": "e"}, ValueError), ({"decimal": 1}, TypeError),
+        ({"thousands": "."}, TypeError), ({"thousands": "0"}, ValueError), ({"thousands": "\0"}, ValueError),
+        ({"delimiter": "\0"}, ValueError), ({"delimiter": "\n"}, TypeError), ({"comment": ","}, TypeError),
+        ({"keep_default_na": "no", "na_values": ["x"]}, ValueError), ({"keep_default_na": None}, TypeError),
+        ({"max_rows": 3.0}, TypeError), ({"max_rows": 3.0}, ValueError), ({"skiprows": -1}, ValueError),
+        ({"usecols": [2**64]}, OverflowError),
+    ],
+)
+def test_bad_options_are_typed(kw, exc):
+    with pytest.raises(exc, match=r"\w"):
+        tio.read_csv(b"1,2\n", **kw)
+    if "usecols" not in kw:
+        with pytest.raises(exc, match=r"\w"):
+            tio.iter_csv(io.BytesIO(b"1,2\n"), **kw)
+
+
+def test_hostile_fields_under_options_are_errors_not_crashes(read, rng):
+    # huge fields (past the options' 1 KiB number buffer), NUL bytes, bad UTF-8, lone
+    # separators, quotes: each is a ParseError naming its line
+    bad = [b"1" * 5000 + b",5", b"1,,5", b"1.5", b"\0", b"\xff", b'"1,5', b"1e,5", b"--1", b"1 ,5"]
+    for token in bad:
+        data = b"a;b\n1;2\n3;" + token + b"\n"
+        with pytest.raises(ParseError) as info:
+            read(data, delimiter=";", decimal=",", thousands=" ", na_values=())
+        assert info.value.line == 3, (token, info.value)
+    # random bytes never crash: a table or a ParseError
+    for _ in range(200):
+        data = bytes(rng.choice(list(b"0123456789,.;- \n\"NA#e\xe2\x80\xaf"), size=int(rng.integers(0, 80))))
+        try:
+            read(data, delimiter=";", decimal=",", thousands=".", na_values=["-"], header=False)
+        except ParseError:
+            pass
+
+
+def test_encoding_error_is_a_unicode_decode_error(read):
+    with pytest.raises(UnicodeDecodeError) as info:
+        read(b"1,2\n3,\xff\n")
+    assert isinstance(info.value, ParseError) and (info.value.line, info.value.column) == (2, 3)
+    assert info.value.encoding == "utf-8" and info.value.object[info.value.start] == 0xFF
+
+
+# --------------------------------------------------------------------------- #
+# against pandas and NumPy                                                     #
+# --------------------------------------------------------------------------- #
+
+
+def _table(rng, rows=60, cols=4):
+    v = rng.standard_normal((rows, cols)) * 10.0 ** rng.integers(-3, 7, size=(rows, cols))
+    v = np.where(rng.random((rows, cols)) < 0.1, np.nan, v)
+    return v
+
+
+def test_na_values_match_pandas(read, rng):
+    words = ["NA", "N/A", "NULL", "null", "-1.#QNAN", "1.#IND", "#N/A", "<NA>", "None", "", "nan", "-999"]
+    text = "a,b,c\n" + "".join(
+        ",".join(str(rng.choice(words)) if rng.random() < 0.3 else repr(float(rng.standard_normal()))
+                 for _ in range(3)) + "\n" for _ in range(80))
+    for na_values, keep in [((), True), (["-999"], True), (["NA", "-999"], False)]:
+        frame = pd.read_csv(io.StringIO(text), na_values=list(na_values) or None, keep_default_na=keep,
+                            float_precision="round_trip")
+        if not all(pd.api.types.is_float_dtype(t) for t in frame.dtypes):
+            # pandas reads the unmatched words as text; read_csv refuses them
+            with pytest.raises(ParseError, match="not a number"):
+                read(text.encode(), na_values=na_values, keep_default_na=keep)
+            continue
+        np.testing.assert_array_equal(read(text.encode(), na_values=na_values, keep_default_na=keep),
+                                      frame.to_numpy(dtype=np.float64))
+
+
+@pytest.mark.parametrize("decimal, thousands, delimiter", [(",", ".", ";"), (",", None, ";"), (".", ",", ";"),
+                                                           (".", " ", ",")])
+def test_decimal_and_thousands_match_python_float(read, rng, decimal, thousands, delimiter):
+    v = _table(rng)
+    def fmt(x):
+        if np.isnan(x):
+            return ""
+        s = f"{x:,.6f}" if thousands else f"{x:.6f}"
+        return s.replace(",", "\0").replace(".", decimal).replace("\0", thousands or "")
+    text = "".join(delimiter.join(fmt(x) for x in row) + "\n" for row in v)
+    want = np.array([[float(f"{x:.6f}") if not np.isnan(x) else np.nan for x in row] for row in v])
+    got = read(text.encode(), delimiter=delimiter, decimal=decimal, thousands=thousands, header=False)
+    np.testing.assert_array_equal(got, want)
+    ref = pd.read_csv(io.StringIO(text), sep=delimiter, decimal=decimal, thousands=thousands, header=None,
+                      float_precision="round_trip").to_numpy(dtype=np.float64)
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_unicode_blanks_are_stripped_as_numpy_strips_them(read, rng):
+    blanks = ["\u00a0", "\u202f", "\u2003", "\u3000", "\u205f", " ", "\t"]
+    v = rng.standard_normal((30, 3))
+    text = "".join(",".join(f"{rng.choice(blanks)}{x!r}{rng.choice(blanks)}" for x in row) + "\n" for row in v.tolist())
+    np.testing.assert_array_equal(read(text.encode(), header=False), np.loadtxt(io.StringIO(text), delimiter=","))
+
+
+def test_empty_inputs_warn_and_keep_usecols_as_numpy(read):
+    for usecols, shape in [(None, (0, 0)), ([0, 1], (0, 2)), ([0, 2, 4], (0, 3))]:
+        with pytest.warns(UserWarning, match="input contained no data"):
+            got = read(b"", usecols=usecols)
+        assert got.shape == shape
+        if usecols is not None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                assert np.loadtxt(io.StringIO(""), delimiter=",", usecols=usecols).shape == shape
+
+
+def test_repeated_names_follow_pandas():
+    for header in ["a,a", "a,a,a", "a,a,a.1", "b,a,b,a,b.1"]:
+        data = (header + "\n" + ",".join("1" * len(header.split(","))) + "\n").encode()
+        _, names = tio.read_csv(data, return_names=True)
+        assert names == list(pd.read_csv(io.BytesIO(data)).columns), header
+        assert tio.iter_csv(io.BytesIO(data)).names == names
+
+
+def test_ragged_record_under_usecols_names_the_field_count(read):
+    with pytest.raises(ParseError, match="record has 4 fields, expected 3") as info:
+        read(b"1,2,3\n4,5,x,7\n", usecols=[0, 2])
+    assert info.value.line == 2
+
+
+def test_dataset_takes_the_options(tmp_path):
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"a;b\n" + b"".join(f"{i},5;NA\n".encode() for i in range(50)))
+    ds = tio.CSVDataset(path, chunk_rows=8, delimiter=";", decimal=",", na_values=(), dtype="float64")
+    got = torch.cat(list(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)))
+    want = tio.read_csv(path, delimiter=";", decimal=",", na_values=(), dtype="float64")
+    assert sorted(got[:, 0].tolist()) == sorted(want[:, 0].tolist()) == [i + 0.5 for i in range(50)]
+    assert got[:, 1].isnan().all()
