@@ -357,6 +357,8 @@ def build(
     warned: list[str] = []
     for job in jobs + [j for j in (header_job, preamble_job) if j is not None]:
         rc, out = job.wait()
+        if job is header_job:  # the header is preprocessed as the main file: its `#pragma once` is no mistake
+            out = _without_pragma_once(out)
         if rc != 0:
             failures.append(clean(out))
         elif out.strip() and job.what != "preamble":
@@ -752,6 +754,20 @@ def _c_header_of(name: str) -> str | None:
 _C_STANDARD_HEADERS = {"assert", "complex", "ctype", "errno", "fenv", "float", "inttypes", "iso646", "limits", "locale",
                        "math", "setjmp", "signal", "stdalign", "stdarg", "stdbool", "stddef", "stdint", "stdio",
                        "stdlib", "string", "time", "uchar", "wchar", "wctype"}
+
+
+def _without_pragma_once(output: str) -> str:
+    """Compiler output without its "#pragma once in main file" diagnostics (gcc's and clang's)."""
+    blocks: list[list[str]] = []
+    for line in output.splitlines(keepends=True):
+        if not blocks or re.match(r"^\S[^:]*:\d+:\d+: ", line) or re.match(r"^\d+ warnings? generated", line):
+            blocks.append([line])
+        else:
+            blocks[-1].append(line)
+    kept = [b for b in blocks if "#pragma once in main file" not in b[0]]
+    if not any("warning:" in b[0] or "error:" in b[0] for b in kept):
+        kept = [b for b in kept if not re.match(r"^\d+ warnings? generated", b[0])]
+    return "".join(line for b in kept for line in b)
 
 
 def _search_dirs(verbose_output: str) -> list[str]:
