@@ -82,6 +82,7 @@ class Built:
     cdef: str  # the declarations the module was built with
     seconds: dict[str, float]
     warnings: str = ""  # what the compiler warned about in the user's files (it built)
+    skipped: list[str] = field(default_factory=list)  # a header's declarations cffi cannot express (left out)
 
 
 # --------------------------------------------------------------------------- #
@@ -404,6 +405,7 @@ def build(
         _map_files(header_statements, original)
 
     derived_preamble: str | None = None
+    skipped: list[str] = []
     derived_includes = ""
     body = ""
     if recipe.cdef is not None:
@@ -412,6 +414,16 @@ def build(
         exported = _unique([s for s in header_statements if s.user and s.kind == "prototype" and not s.static])
         if not exported:
             raise DeclarationError(f"{recipe.header}: declares no function (with external linkage)", file=recipe.header)
+        extra = {}
+        if any(recipe.header.startswith(d + "/") for d in search):
+            # a system header may declare more than the libraries linked define (fftw3.h
+            # declares the float128 API of libfftw3q): what none defines is left out, by name
+            defined = {s.name for st in scans for s in st if s.kind == "function" and s.user and not s.static}
+            found = _symbols_in(recipe.libraries, recipe.library_dirs)
+            libs = ", ".join(recipe.libraries) or "none"
+            extra = {id(s): f"defined in no library linked (libraries: {libs})" for s in exported
+                     if s.name not in defined and not found(s.name)}
+        header_statements, exported, skipped = _bindable(header_statements, exported, recipe.header, extra)
         opaque, body = _derive(header_statements, exported)
         cdef = opaque + body
         derived_preamble = None  # the wrapper includes the header itself
@@ -519,7 +531,11 @@ def build(
 
         raise declaration_error(str(exc), cdef) from None
     wrapper = workdir / ("module.cpp" if wrapper_cxx else "module.c")
-    recompiler.make_c_source(ffi, modname, preamble + "\n" + "\n".join(d for _, d in shims) + "\n", str(wrapper))
+    try:
+        recompiler.make_c_source(ffi, modname, preamble + "\n" + "\n".join(d for _, d in shims) + "\n", str(wrapper))
+    except Exception as exc:  # cffi's TypeError, VerificationError: what the declarations cannot say to cffi
+        raise DeclarationError(f"{recipe.header or recipe.name}: cffi cannot bind these declarations: {exc}",
+                               file=recipe.header or "<cdef>") from None
     isystem = [a for p in _python_include() for a in ("-isystem", p)]
     tool = cxx + cxx_flags + isystem + strict_cxx if wrapper_cxx else cc + flags + isystem + strict
     compile_jobs.append(_start(tool + ["-c", wrapper.name, "-o", "module.o"], workdir, "module.c"))
@@ -566,7 +582,7 @@ def build(
     _check_symbols(so, decls, recipe, [n for _, n in units])
     timing["link"] = time.perf_counter() - t0 - timing["preprocess"] - timing["scan"] - timing["compile"]
 
-    return Built(so, modname, deps, system, cdef, timing, "\n".join(w.strip() for w in warned))
+    return Built(so, modname, deps, system, cdef, timing, "\n".join(w.strip() for w in warned), skipped)
 
 
 # --------------------------------------------------------------------------- #
@@ -768,6 +784,62 @@ def _without_pragma_once(output: str) -> str:
     if not any("warning:" in b[0] or "error:" in b[0] for b in kept):
         kept = [b for b in kept if not re.match(r"^\d+ warnings? generated", b[0])]
     return "".join(line for b in kept for line in b)
+
+
+def _symbols_in(libraries: list[str], library_dirs: list[str]) -> Callable[[str], bool]:
+    """Whether a symbol is defined by one of ``libraries`` (or by the C library)."""
+    import ctypes
+
+    handles = [ctypes.CDLL(None)]
+    for name in libraries:
+        for candidate in [os.path.join(d, f"lib{name}.so") for d in library_dirs] + [f"lib{name}.so"]:
+            try:
+                handles.append(ctypes.CDLL(candidate, mode=os.RTLD_LAZY | os.RTLD_LOCAL))
+                break
+            except OSError:
+                continue
+        else:
+            return lambda symbol: True  # not found here: the linker will say
+
+    def found(symbol: str) -> bool:
+        return any(hasattr(h, symbol) for h in handles)
+
+    return found
+
+
+def _bindable(statements: list[Statement], exported: list[Statement], header: str, extra: dict[int, str] | None = None
+              ) -> tuple[list[Statement], list[Statement], list[str]]:
+    """A header's declarations without those cffi cannot express (``__float128``, a
+    vector type, what pycparser or cffi refuses), each named in ``skipped``, and
+    without everything that uses them. Real system headers (``fftw3.h``) declare
+    such things next to what can be bound."""
+    import cffi
+
+    from ._decl import declaration_error, skip_inexpressible, statement_at
+
+    statements, exported, skipped = skip_inexpressible(statements, exported, extra)
+    for _ in range(256):
+        opaque, body = _derive(statements, exported)
+        problem = None
+        try:
+            parse_declarations(opaque + body)
+            cffi.FFI().cdef(opaque + body)
+        except DeclarationError as exc:
+            problem = exc
+        except Exception as exc:  # cffi.CDefError, cffi.FFIError
+            problem = declaration_error(str(exc), opaque + body)
+        if problem is None:
+            break
+        s = statement_at(statements, problem.file, problem.line)
+        if s is None:
+            raise problem
+        why = str(problem).split("cannot read the declarations: ", 1)[-1].split("\n")[0]
+        statements, exported, more = skip_inexpressible(statements, exported, {id(s): f"cffi cannot read it ({why})"})
+        skipped += more
+    if not exported:
+        raise DeclarationError(f"{header}: declares no function that cffi can express; skipped:\n  " + "\n  ".join(skipped),
+                               file=header)
+    return statements, exported, skipped
 
 
 def _search_dirs(verbose_output: str) -> list[str]:

@@ -855,12 +855,16 @@ def derive_cdef(statements: list[Statement], exported: list[Statement]) -> tuple
     # timespec) are opaque to cffi ("typedef ... T;", "struct T;"); the C side
     # includes the system headers the user's files include (see system_includes).
     system_typedefs = {d for s in statements if s.kind == "type" and not s.user for d in s.defines}
+    # One held by value in a struct of the user's (`pthread_mutex_t lock;`) needs its
+    # size: cffi gets it from the compiler ("typedef struct { ...; } T;", "struct T
+    # { ...; };"), its fields stay unknown; behind pointers it is plain opaque.
+    by_value = _held_by_value(needed + exported)
     opaque: list[str] = []
     for name in sorted(done - set(by_name)):
         if name.startswith(("struct ", "union ")):
-            opaque.append(f"{name};")
+            opaque.append(f"{name} {{ ...; }};" if name in by_value else f"{name};")
         elif name in system_typedefs and name not in _BUILTIN_TYPEDEFS:
-            opaque.append(f"typedef ... {name};")
+            opaque.append(f"typedef struct {{ ...; }} {name};" if name in by_value else f"typedef ... {name};")
     order = {id(s): i for i, s in enumerate(statements)}
     texts: list[str] = []
     seen_text: set[str] = set()
@@ -1039,6 +1043,104 @@ def cxx_defined(text: str, names: set[str]) -> set[str]:
             if j < n and tokens[j].text == "{":
                 found.add(x)
     return found
+
+
+#: Types cffi has no way to say (pycparser does not parse them, or libffi cannot pass
+#: them): declarations that use them are skipped in headers, by name (see skip_inexpressible).
+INEXPRESSIBLE = {"__float128", "_Float128", "_Float128x", "_Float64x", "_Float32x", "_Float16", "__fp16", "__bf16",
+                 "__int128", "__int128_t", "__uint128_t", "__ibm128", "__ieee128", "_Decimal32", "_Decimal64",
+                 "_Decimal128", "__builtin_va_list", "va_list", "__gnuc_va_list", "_BitInt", "__m64", "__m128",
+                 "__m128d", "__m128i", "__m256", "__m256d", "__m256i", "__m512", "__m512d", "__m512i"}
+
+
+def skip_inexpressible(statements: list[Statement], exported: list[Statement], extra: "dict[int, str] | None" = None
+                       ) -> tuple[list[Statement], list[Statement], list[str]]:
+    """``(statements, exported, skipped)``: the user's declarations without those cffi
+    cannot express (a type of :data:`INEXPRESSIBLE`, or one in ``extra``: statement id
+    -> reason), and without every declaration that uses what a skipped one declared;
+    ``skipped`` says what went, where, and why."""
+    extra = extra or {}
+    bad: dict[str, str] = {}
+    gone: set[int] = set()
+    skipped: list[str] = []
+    for s in statements:
+        if not s.user or s.kind not in ("type", "prototype", "function"):
+            continue
+        why = extra.get(id(s))
+        if why is None:
+            hit = next((t.text for t in s.tokens if t.text in INEXPRESSIBLE), None)
+            if hit is not None:
+                why = f"uses {hit}, which cffi cannot express"
+        if why is None:
+            used = next((u for u in sorted(s.uses) if u in bad and u != s.name and u not in s.defines), None)
+            if used is not None:
+                why = f"uses {used} ({bad[used]})"
+        if why is None:
+            continue
+        gone.add(id(s))
+        names = sorted(s.defines) if s.kind == "type" else [s.name]
+        for n in names:
+            bad.setdefault(n, f"skipped at {s.file}:{s.line}")
+        what = ", ".join(n for n in names if not n.startswith(("struct ", "union ", "enum "))) or ", ".join(names) or "a declaration"
+        skipped.append(f"{s.file}:{s.line}: {what}: {why}")
+    return ([s for s in statements if id(s) not in gone], [s for s in exported if id(s) not in gone], skipped)
+
+
+def statement_at(statements: list[Statement], file: str, line: int) -> "Statement | None":
+    """The user's statement of ``file`` that spans ``line`` (the last one starting at or before it)."""
+    best = None
+    for s in statements:
+        if s.user and s.tokens and s.file == file and s.line <= line and s.tokens[-1].line >= line - 1:
+            if best is None or s.line >= best.line:
+                best = s
+    return best
+
+
+def _held_by_value(statements: list[Statement]) -> set[str]:
+    """Type names (``T``, ``struct T``) that a struct field or a parameter holds by
+    value, not behind a pointer: each member declaration of a struct body and each
+    parameter, split at depth-0 ``;`` and ``,``, that names the type and has no ``*``."""
+    out: set[str] = set()
+    for s in statements:
+        toks = s.tokens
+        depth_paren = depth_brace = 0
+        part: list[str] = []
+
+        def flush() -> None:
+            if part and "*" not in part:
+                for k, x in enumerate(part):
+                    if x in ("struct", "union") and k + 1 < len(part):
+                        out.add(f"{x} {part[k + 1]}")
+                    elif _is_ident(x) and x not in C_KEYWORDS:
+                        out.add(x)
+            part.clear()
+
+        for t in toks:
+            x = t.text
+            if x == "{":
+                depth_brace += 1
+                part.clear()
+                continue
+            if x == "}":
+                flush()
+                depth_brace -= 1
+                continue
+            if x == "(":
+                depth_paren += 1
+                if depth_paren == 1 and depth_brace == 0:
+                    part.clear()
+                    continue
+            if x == ")":
+                depth_paren -= 1
+                if depth_paren == 0 and depth_brace == 0:
+                    flush()
+                    continue
+            if x in (";", ",") and (depth_brace >= 1 and depth_paren == 0 or depth_brace == 0 and depth_paren == 1):
+                flush()
+                continue
+            if depth_brace >= 1 or depth_paren >= 1:
+                part.append(x)
+    return out
 
 
 _MARKER_LINE = re.compile(r'^#[ \t]*(\d+)[ \t]+"((?:[^"\\\n]|\\.)*)"([ \t\d]*)$', re.M)

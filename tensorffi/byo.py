@@ -432,14 +432,32 @@ def compile(
         cache=None if cache is None else os.path.abspath(os.fspath(cache)),
         portable=portable,
     )
+    started = time.time()
     module, manifest, deps, warned = _obtain_somewhere(recipe, files, cache, from_disk=True, verbose=verbose)
     if warned:
         warnings.warn(BuildWarning(f"the C compiler warned while building {name!r}:\n{warned}"), stacklevel=2)
+    if manifest.get("skipped") and manifest.get("created", 0) >= started:  # built now (not again on a cached load)
+        warnings.warn(BuildWarning(_skipped_text(name, manifest["skipped"])), stacklevel=2)
     state.update(cdef=manifest["cdef"], key=manifest["module"], files=deps)
     if portable:
         state["binary"] = Path(module.__file__).read_bytes()
     args, kwargs = _library_args(module, manifest["cdef"], state)
     return Library(*args, **kwargs)
+
+
+def _skipped_text(name: str, skipped: list[str]) -> str:
+    """What a header declares that is not bound, grouped by why (each entry of
+    ``skipped`` is ``file:line: names: why``)."""
+    by_reason: dict[str, list[str]] = {}
+    for entry in skipped:
+        parts = entry.split(": ", 2)
+        where, names, why = (parts + ["", ""])[:3] if len(parts) == 3 else ("", entry, "")
+        by_reason.setdefault(why, []).append(f"{names} ({where})" if len(by_reason.get(why, ())) < 3 else names)
+    lines = [f"{name!r}: {len(skipped)} declarations of the header are not bound:"]
+    for why, names in by_reason.items():
+        shown = ", ".join(names[:12]) + (f", ... ({len(names) - 12} more)" if len(names) > 12 else "")
+        lines.append(f"  {why}: {shown}")
+    return "\n".join(lines)
 
 
 def _library_args(module: Any, cdef: str, state: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -683,6 +701,7 @@ def _build_into(root: Path, recipe: Recipe, recipe_key: str, files: Mapping[str,
             bytes=so.stat().st_size,
             tensorffi=__version__,
             seconds=built.seconds,
+            skipped=built.skipped,
         )
         _cache.write_atomic(root / (key + ".json"), json.dumps(manifest).encode())
         index_path = _cache.subdir(root, "recipes") / f"{recipe.name}-{recipe_key[:24]}.json"
