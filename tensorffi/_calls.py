@@ -77,6 +77,10 @@ class DeferredFunction:
     def __reduce__(self) -> tuple[Any, ...]:
         return (function_of, (self.__dict__["_tf_library"], self.__dict__["_tf_function"]))
 
+    @property  # type: ignore[misc]
+    def __doc__(self) -> str | None:  # type: ignore[override]
+        return self._tf_resolve().__doc__
+
     def __repr__(self) -> str:
         if self.__dict__["_tf_fn"] is None:
             return f"<tensorffi function {self.__dict__['_tf_function']} of {self.__dict__['_tf_library']!r}>"
