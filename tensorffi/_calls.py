@@ -123,6 +123,8 @@ class CxxErrors:
         self.type = ffi.new("char[]", 256)
         self.func = ffi.new("char[]", 128)
         self.ffi = ffi
+        #: the count of exceptions caught and not yet raised (all threads): read after every call
+        self.pending = ffi.addressof(raw, "_tfx_pending")
         self.lock = threading.Lock()  # the buffers are shared; the record is per thread
 
     def raise_pending(self) -> None:
@@ -150,14 +152,14 @@ class GuardedCall(BoundCall):
 
     def __init__(self, fn: Callable[..., Any], lib: Any, name: str, errors: CxxErrors) -> None:
         super().__init__(fn, lib, name)
-        self.__dict__["_tf_raw"] = errors.raw
+        self.__dict__["_tf_pending"] = errors.pending
         self.__dict__["_tf_raise"] = errors.raise_pending
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return self._tf_call(*args, **kwargs)
         finally:
-            if self._tf_raw._tfx_pending:
+            if self._tf_pending[0]:
                 self._tf_raise()
 
 
@@ -167,13 +169,13 @@ def _guard_kernels(bound: Any, errors: CxxErrors) -> None:
 
     def kernel(hidden: Any = None, grad_guard: Any = None) -> Callable[..., Any]:
         body = make(hidden, grad_guard)
-        raw, raise_pending = errors.raw, errors.raise_pending
+        pending, raise_pending = errors.pending, errors.raise_pending
 
         def guarded(*args: Any) -> Any:
             try:
                 return body(*args)
             finally:
-                if raw._tfx_pending:
+                if pending[0]:
                     raise_pending()
 
         guarded.__name__ = guarded.__qualname__ = getattr(body, "__name__", "kernel")
