@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ._decl import Declarations, Statement, parse_declarations, scan, system_includes
+from ._decl import Declarations, Statement, cxx_defined, extern_c_regions, parse_declarations, scan, system_includes
 from .errors import BuildError, DeclarationError
 from ._shims import abi_shim_cdef, has_array_params, shim_declarations, trampolines
 
@@ -60,6 +60,7 @@ class Recipe:
     extra_compile_args: list[str] = field(default_factory=list)
     extra_link_args: list[str] = field(default_factory=list)
     depends: list[str] = field(default_factory=list)
+    language: str = "c"  # of source= and header= ("c" or "c++"); files go by their suffix
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -81,6 +82,7 @@ class Built:
     cdef: str  # the declarations the module was built with
     seconds: dict[str, float]
     warnings: str = ""  # what the compiler warned about in the user's files (it built)
+    skipped: list[str] = field(default_factory=list)  # a header's declarations cffi cannot express (left out)
 
 
 # --------------------------------------------------------------------------- #
@@ -96,12 +98,33 @@ def compiler() -> list[str]:
     return shlex.split(cc)
 
 
-def compiler_identity() -> str:
+def cxx_compiler() -> list[str]:
+    """The C++ compiler command: ``$CXX``, else the one Python was built with, else ``c++``."""
+    cxx = os.environ.get("CXX") or sysconfig.get_config_var("CXX") or "c++"
+    return shlex.split(cxx)
+
+
+#: File suffixes compiled as C++ (everything else is C).
+CXX_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".cp", ".CPP", ".C")
+
+
+def is_cxx_file(path: str) -> bool:
+    return path.endswith(CXX_SUFFIXES)
+
+
+def compiler_identity(cxx: bool = False) -> str:
     """What identifies the compiler for the cache key: its command, the resolved binary
     and that file's size and mtime (an upgrade changes them), and the environment
-    flags it honours. No process is started."""
-    cc = compiler()
-    env = "|".join(os.environ.get(k, "") for k in ("CC", "CFLAGS", "CPPFLAGS", "LDFLAGS"))
+    flags it honours. No process is started. ``cxx``: the C++ compiler too."""
+    cc = cxx_compiler() if cxx else compiler()
+    names = ("CXX", "CXXFLAGS", "CPPFLAGS", "LDFLAGS") if cxx else ("CC", "CFLAGS", "CPPFLAGS", "LDFLAGS")
+    env = "|".join(os.environ.get(k, "") for k in names)
+    if cxx:
+        return compiler_identity(False) + "||" + _one_identity(cc, "c++|" + env)
+    return _one_identity(cc, env)
+
+
+def _one_identity(cc: list[str], env: str) -> str:
     memo = _identity.get(env)
     if memo is not None:
         return memo
@@ -129,11 +152,16 @@ STRICT_COMMON = [
 ]
 STRICT_GCC = ["-Werror=builtin-declaration-mismatch"]  # double sqrt(int);
 STRICT_CLANG = ["-Werror=incompatible-function-pointer-types", "-Werror=incompatible-library-redeclaration"]
+# C++ makes implicit declarations, implicit int and pointer/integer mix-ups errors by
+# itself (the C-only flags above are refused by g++); a missing return stays a warning.
+STRICT_CXX = ["-Werror=return-type"]
 
 
-def strict_flags(predefined: Mapping[str, str]) -> list[str]:
+def strict_flags(predefined: Mapping[str, str], cxx: bool = False) -> list[str]:
     """The wrong-code warnings made errors, for the compiler whose predefined macros
-    are ``predefined`` (``cc -E -dM``)."""
+    are ``predefined`` (``cc -E -dM``); ``cxx``: for the C++ compiler."""
+    if cxx:
+        return list(STRICT_CXX) if ("__clang__" in predefined or "__GNUC__" in predefined) else []
     if "__clang__" in predefined:
         return STRICT_COMMON + STRICT_CLANG
     if "__GNUC__" in predefined:
@@ -256,55 +284,82 @@ def build(
         return output.replace(str(workdir) + "/", "")
 
     cc = compiler()
-    flags = ["-fPIC"]
+    cxx = cxx_compiler()
+    common = ["-fPIC"]
     for m in recipe.define_macros:
-        flags.append(f"-D{m[0]}" if len(m) < 2 or m[1] is None else f"-D{m[0]}={m[1]}")
-    flags += [f"-I{here(d)}" for d in recipe.include_dirs]
-    flags += list(recipe.extra_compile_args)
-    flags += shlex.split(os.environ.get("CPPFLAGS", "")) + shlex.split(os.environ.get("CFLAGS", ""))
+        common.append(f"-D{m[0]}" if len(m) < 2 or m[1] is None else f"-D{m[0]}={m[1]}")
+    common += [f"-I{here(d)}" for d in recipe.include_dirs]
+    common += list(recipe.extra_compile_args)
+    common += shlex.split(os.environ.get("CPPFLAGS", ""))
     if mirror is not None:
-        flags.append(f"-ffile-prefix-map={mirror}/=/")
+        common.append(f"-ffile-prefix-map={mirror}/=/")
+    flags = common + shlex.split(os.environ.get("CFLAGS", ""))
+    cxx_flags = common + shlex.split(os.environ.get("CXXFLAGS", ""))
+    header_cxx = recipe.language == "c++"
 
     # 1. preprocess every user file (with its dependency list), in parallel
     units: list[tuple[str, str]] = []  # (path the compiler reads, name in messages)
     for s in recipe.sources:
         units.append((here(s), s))
+    cxx_unit = [is_cxx_file(s) for s in recipe.sources]
     if recipe.source is not None:
         # A source string sees <stdint.h> and <stddef.h>, and with a cdef the
         # declarations (or the preamble) first, as cffi's own set_source() would:
         # so a definition that disagrees with its declaration cannot compile.
-        inline = workdir / "source.c"
+        inline = workdir / ("source.cpp" if header_cxx else "source.c")
         name = recipe.source_name.replace("\\", "\\\\").replace('"', '\\"')
         prefix = "#include <stdint.h>\n#include <stddef.h>\n"
         if recipe.cdef is not None:
-            prefix += (recipe.preamble if recipe.preamble is not None else recipe.cdef) + "\n"
+            if recipe.preamble is not None:
+                prefix += recipe.preamble + "\n"
+            else:
+                prefix += _c_linkage(recipe.cdef) if header_cxx else recipe.cdef + "\n"
         inline.write_text(f'{prefix}#line 1 "{name}"\n{recipe.source}\n')
         units.append((str(inline), recipe.source_name))
+        cxx_unit.append(header_cxx)
+    module_cxx = any(cxx_unit) or header_cxx
     probe = _start(cc + flags + ["-E", "-dM", "-v", "-x", "c", os.devnull], workdir, "predefined macros")
+    probe_cxx = _start(cxx + cxx_flags + ["-E", "-dM", "-v", "-x", "c++", os.devnull], workdir, "predefined macros (C++)") \
+        if module_cxx else None
     jobs = []
     for k, (path, _) in enumerate(units):
-        jobs.append(_start(cc + flags + ["-E", "-MD", "-MF", f"u{k}.d", "-MT", "x", path, "-o", f"u{k}.i"], workdir, path))
+        tool = cxx + cxx_flags if cxx_unit[k] else cc + flags
+        jobs.append(_start(tool + ["-E", "-MD", "-MF", f"u{k}.d", "-MT", "x", path, "-o", f"u{k}.i"], workdir, path))
     header_job = None
     if recipe.header:
+        tool, lang = (cxx + cxx_flags, "c++") if header_cxx else (cc + flags, "c")
         header_job = _start(
-            cc + flags + ["-E", "-MD", "-MF", "h.d", "-MT", "x", "-x", "c", here(recipe.header), "-o", "h.i"], workdir, recipe.header
+            tool + ["-E", "-MD", "-MF", "h.d", "-MT", "x", "-x", lang, here(recipe.header), "-o", "h.i"], workdir, recipe.header
         )
     preamble_job = None
     if recipe.preamble is not None:
         # only for its dependencies: the headers a preamble includes are part of the key
-        (workdir / "preamble.c").write_text(recipe.preamble + "\n")
+        pre = "preamble.cpp" if module_cxx else "preamble.c"
+        (workdir / pre).write_text(recipe.preamble + "\n")
         isystem = [a for p in _python_include() for a in ("-isystem", p)]
         preamble_job = _start(
-            cc + flags + isystem + ["-E", "-MD", "-MF", "p.d", "-MT", "x", "preamble.c", "-o", "p.i"], workdir, "preamble"
+            (cxx + cxx_flags if module_cxx else cc + flags) + isystem + ["-E", "-MD", "-MF", "p.d", "-MT", "x", pre, "-o", "p.i"],
+            workdir, "preamble"
         )
     failures = []
     rc, probe_out = probe.wait()
     predefined = dict(re.findall(r"^#define (\w+) (.*)$", probe_out, re.M)) if rc == 0 else {}
     search = _search_dirs(probe_out)
     strict = strict_flags(predefined)
+    strict_cxx: list[str] = []
+    predefined_cxx = predefined
+    if probe_cxx is not None:
+        rc, out = probe_cxx.wait()
+        if rc != 0 and shutil.which(cxx[0]) is None:
+            raise BuildError(f"cannot run the C++ compiler {cxx[0]!r}; install g++ or clang++, or set CXX")
+        predefined_cxx = dict(re.findall(r"^#define (\w+) (.*)$", out, re.M)) if rc == 0 else {}
+        search = _search_dirs(out) + [d for d in search if d not in _search_dirs(out)]
+        strict_cxx = strict_flags(predefined_cxx, cxx=True)
     warned: list[str] = []
     for job in jobs + [j for j in (header_job, preamble_job) if j is not None]:
         rc, out = job.wait()
+        if job is header_job:  # the header is preprocessed as the main file: its `#pragma once` is no mistake
+            out = _without_pragma_once(out)
         if rc != 0:
             failures.append(clean(out))
         elif out.strip() and job.what != "preamble":
@@ -340,21 +395,35 @@ def build(
     scans: list[list[Statement]] = []
     for k, (path, _) in enumerate(units):
         text = (workdir / f"u{k}.i").read_text(errors="replace")
-        statements = scan(text)
+        statements = _scan_cxx(text) if cxx_unit[k] else scan(text)
         _map_files(statements, original)
         scans.append(statements)
     header_statements: list[Statement] = []
     if recipe.header:
-        header_statements = scan((workdir / "h.i").read_text(errors="replace"))
+        text = (workdir / "h.i").read_text(errors="replace")
+        header_statements = scan(extern_c_regions(text) if header_cxx and "extern" in text else text)
         _map_files(header_statements, original)
 
     derived_preamble: str | None = None
+    skipped: list[str] = []
+    derived_includes = ""
+    body = ""
     if recipe.cdef is not None:
         cdef = recipe.cdef
     elif recipe.header:
         exported = _unique([s for s in header_statements if s.user and s.kind == "prototype" and not s.static])
         if not exported:
             raise DeclarationError(f"{recipe.header}: declares no function (with external linkage)", file=recipe.header)
+        extra = {}
+        if any(recipe.header.startswith(d + "/") for d in search):
+            # a system header may declare more than the libraries linked define (fftw3.h
+            # declares the float128 API of libfftw3q): what none defines is left out, by name
+            defined = {s.name for st in scans for s in st if s.kind == "function" and s.user and not s.static}
+            found = _symbols_in(recipe.libraries, recipe.library_dirs)
+            libs = ", ".join(recipe.libraries) or "none"
+            extra = {id(s): f"defined in no library linked (libraries: {libs})" for s in exported
+                     if s.name not in defined and not found(s.name)}
+        header_statements, exported, skipped = _bindable(header_statements, exported, recipe.header, extra)
         opaque, body = _derive(header_statements, exported)
         cdef = opaque + body
         derived_preamble = None  # the wrapper includes the header itself
@@ -372,10 +441,19 @@ def build(
         includes = []
         for k in range(len(units)):
             for path in system_includes((workdir / f"u{k}.i").read_text(errors="replace")):
-                line = f"#include {_include_name(path, search)}"
+                name = _include_name(path, search)
+                if cxx_unit[k]:  # the wrapper is C: <cstdio> is <stdio.h>, <vector> has nothing for it
+                    name = _c_header_of(name)
+                    if name is None:
+                        continue
+                line = f"#include {name}"
                 if line not in includes:
                     includes.append(line)
-        derived_preamble = "\n".join(includes) + "\n" + body
+        if module_cxx:
+            includes = ["#include <stdint.h>", "#include <stddef.h>", "#include <stdbool.h>"] + [
+                i for i in includes if i not in ("#include <stdint.h>", "#include <stddef.h>", "#include <stdbool.h>")]
+        derived_includes = "\n".join(includes) + "\n"
+        derived_preamble = derived_includes + body
     if recipe.cdef is None:
         _check_names(exported)
     try:
@@ -401,9 +479,14 @@ def build(
         text = (workdir / f"u{k}.i").read_text(errors="replace")
         inline_with_cdef = recipe.source is not None and recipe.cdef is not None and k == len(units) - 1
         if declared_here and not inline_with_cdef:
-            text += _agreement_check(scans[k], declared_here, decls, predefined)
+            check = _agreement_check(scans[k], declared_here, decls, predefined_cxx if cxx_unit[k] else predefined)
+            text += _c_linkage(check) if cxx_unit[k] and check.strip() else check
         checked.write_text(text)
-        compile_jobs.append(_start(cc + flags + strict + ["-c", "-x", "cpp-output", checked.name, "-o", f"u{k}.o"], workdir, path))
+        if cxx_unit[k]:
+            tool = cxx + cxx_flags + strict_cxx + ["-c", "-x", "c++-cpp-output"]
+        else:
+            tool = cc + flags + strict + ["-c", "-x", "cpp-output"]
+        compile_jobs.append(_start(tool + [checked.name, "-o", f"u{k}.o"], workdir, path))
 
     # 4. the cffi wrapper
     shim_decls = [d for d in decls.functions.values() if has_array_params(d) and not d.variadic]
@@ -411,26 +494,51 @@ def build(
     # trampolines: what the bridge's native call path calls (one per function it can pass)
     python_side = set(re.findall(r'extern\s+"Python[^"]*"\s+[^;(]*?(\w+)\s*\(', cdef))
     shims.append(trampolines(decls.functions.values(), python_side))
+    # the wrapper is C, except for a C++ build whose declarations are a header or a
+    # preamble of the user's (which may be C++ only); the guards are a C++ unit of their own
+    wrapper_cxx = module_cxx and (recipe.preamble is not None or bool(recipe.header))
     if recipe.preamble is not None:
         preamble = recipe.preamble
     elif recipe.header:  # the wrapper is compiled against the real header (a cdef that disagrees fails)
         preamble = f'#include "{here(recipe.header)}"'
+        if wrapper_cxx and not _declares_linkage(Path(here(recipe.header))):
+            preamble = _c_linkage(preamble)
     elif derived_preamble is not None:
         preamble = derived_preamble
     else:
         preamble = cdef
+    runtime_cdef = ""
+    if module_cxx:
+        # every bound function is called through a C++ guard (see guards()): an exception
+        # never unwinds through the wrapper's C frames into Python
+        guarded = [d for d in decls.functions.values() if d.name not in python_side]
+        if wrapper_cxx:
+            cxx_decls = preamble
+        elif derived_preamble is not None:
+            cxx_decls = derived_includes + _c_linkage(body)
+        else:
+            cxx_decls = "#include <stdint.h>\n#include <stddef.h>\n" + _c_linkage(cdef)
+        (workdir / "guards.cpp").write_text(cxx_decls + '\n# 1 "<tensorffi guards>"\n' + guards(guarded, decls))
+        compile_jobs.append(_start(cxx + cxx_flags + strict_cxx + ["-c", "guards.cpp", "-o", "guards.o"], workdir, "guards.cpp"))
+        preamble += "\n" + guard_aliases(guarded, wrapper_cxx)
+        runtime_cdef = GUARD_CDEF
     preamble += '\n# 1 "<tensorffi wrapper>"\n'  # what follows is generated: not the user's lines
     ffi = cffi.FFI()
     try:
-        ffi.cdef(cdef + "\n" + "\n".join(c for c, _ in shims))
+        ffi.cdef(cdef + "\n" + "\n".join(c for c, _ in shims) + runtime_cdef)
     except Exception as exc:  # cffi.CDefError, cffi.FFIError
         from ._decl import declaration_error
 
         raise declaration_error(str(exc), cdef) from None
-    wrapper = workdir / "module.c"
-    recompiler.make_c_source(ffi, modname, preamble + "\n" + "\n".join(d for _, d in shims) + "\n", str(wrapper))
+    wrapper = workdir / ("module.cpp" if wrapper_cxx else "module.c")
+    try:
+        recompiler.make_c_source(ffi, modname, preamble + "\n" + "\n".join(d for _, d in shims) + "\n", str(wrapper))
+    except Exception as exc:  # cffi's TypeError, VerificationError: what the declarations cannot say to cffi
+        raise DeclarationError(f"{recipe.header or recipe.name}: cffi cannot bind these declarations: {exc}",
+                               file=recipe.header or "<cdef>") from None
     isystem = [a for p in _python_include() for a in ("-isystem", p)]
-    compile_jobs.append(_start(cc + flags + isystem + strict + ["-c", "module.c", "-o", "module.o"], workdir, "module.c"))
+    tool = cxx + cxx_flags + isystem + strict_cxx if wrapper_cxx else cc + flags + isystem + strict
+    compile_jobs.append(_start(tool + ["-c", wrapper.name, "-o", "module.o"], workdir, "module.c"))
     failures = []
     wrapper_output = ""
     for job in compile_jobs:
@@ -438,8 +546,8 @@ def build(
         if job.what == "module.c":
             wrapper_output = out
         if rc != 0:
-            failures.append(clean(out) if job.what != "module.c" else _wrapper_failure(clean(out)))
-        elif out.strip() and job.what != "module.c":
+            failures.append(clean(out) if job.what not in ("module.c", "guards.cpp") else _wrapper_failure(clean(out)))
+        elif out.strip() and job.what not in ("module.c", "guards.cpp"):
             warned.append(clean(out))
     if failures:
         output = "\n".join(failures).strip()
@@ -464,8 +572,8 @@ def build(
 
     # 5. link, and resolve every symbol now
     so = workdir / (modname + ".so")
-    objs = [f"u{k}.o" for k in range(len(units))] + ["module.o"]
-    link = cc + ["-shared", *objs, "-o", so.name]
+    objs = [f"u{k}.o" for k in range(len(units))] + ["module.o"] + (["guards.o"] if module_cxx else [])
+    link = (cxx if module_cxx else cc) + ["-shared", *objs, "-o", so.name]
     link += [f"-L{d}" for d in recipe.library_dirs] + [f"-l{lib}" for lib in recipe.libraries]
     link += list(recipe.extra_link_args) + shlex.split(os.environ.get("LDFLAGS", ""))
     rc, out = _start(link, workdir, "link").wait()
@@ -474,7 +582,264 @@ def build(
     _check_symbols(so, decls, recipe, [n for _, n in units])
     timing["link"] = time.perf_counter() - t0 - timing["preprocess"] - timing["scan"] - timing["compile"]
 
-    return Built(so, modname, deps, system, cdef, timing, "\n".join(w.strip() for w in warned))
+    return Built(so, modname, deps, system, cdef, timing, "\n".join(w.strip() for w in warned), skipped)
+
+
+# --------------------------------------------------------------------------- #
+# C++                                                                          #
+# --------------------------------------------------------------------------- #
+
+
+def _c_linkage(text: str) -> str:
+    """C declarations as C++ sees them: with C linkage."""
+    return 'extern "C" {\n' + text + '\n}\n'
+
+
+def _declares_linkage(header: Path) -> bool:
+    """Whether a header says its own linkage for C++ (``extern "C"`` or glibc's
+    ``__BEGIN_DECLS``): it is included as it is; a plain C header is wrapped."""
+    try:
+        text = header.read_text(errors="replace")
+    except OSError:
+        return False
+    return 'extern "C"' in text or "__BEGIN_DECLS" in text
+
+
+def _scan_cxx(text: str) -> list[Statement]:
+    """The statements of a preprocessed C++ file's ``extern "C"`` regions. A prototype
+    declared there (``extern "C" { void f(float *x); }``, in the file or a header it
+    includes) whose definition follows outside the region (``void f(float *x) {...}``,
+    C linkage all the same) counts as a definition: it is exported."""
+    statements = scan(extern_c_regions(text))
+    protos = {s.name for s in statements if s.kind == "prototype" and s.user and not s.static}
+    if protos:
+        defined = cxx_defined(text, protos)
+        for s in statements:
+            if s.kind == "prototype" and s.name in defined:
+                s.kind = "function"
+    return statements
+
+
+#: The C++ side of the guards, in the module once: what an exception was, per thread.
+GUARD_RUNTIME = r"""
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <stdexcept>
+#include <typeinfo>
+#if defined(__GNUC__) || defined(__clang__)
+#include <cxxabi.h>
+#define _TFX_CXXABI 1
+#endif
+extern "C" { int _tfx_pending = 0; }  /* exceptions caught and not yet raised, all threads */
+namespace {
+struct _tfx_state { int kind; char func[128]; char type[256]; char what[4096]; };
+thread_local _tfx_state _tfx_st;
+void _tfx_copy(char *dst, std::size_t n, const char *src) noexcept {
+    if (src == nullptr) src = "";
+    std::size_t k = std::strlen(src);
+    if (k >= n) k = n - 1;
+    std::memcpy(dst, src, k);
+    dst[k] = 0;
+}
+void _tfx_type(char *dst, std::size_t n, const std::type_info *ti) noexcept {
+    if (ti == nullptr) { _tfx_copy(dst, n, "?"); return; }
+#ifdef _TFX_CXXABI
+    int status = 0;
+    char *d = abi::__cxa_demangle(ti->name(), nullptr, nullptr, &status);
+    if (d != nullptr && status == 0) { _tfx_copy(dst, n, d); std::free(d); return; }
+    std::free(d);
+#endif
+    _tfx_copy(dst, n, ti->name());
+}
+/* called inside catch (...): records the exception being handled */
+void _tfx_caught(const char *func) noexcept {
+    _tfx_state &s = _tfx_st;
+    if (s.kind == 0) __atomic_fetch_add(&_tfx_pending, 1, __ATOMIC_SEQ_CST);
+    _tfx_copy(s.func, sizeof s.func, func);
+    s.what[0] = 0;
+    try {
+        throw;
+    } catch (const std::bad_alloc &e) {
+        s.kind = 2; _tfx_type(s.type, sizeof s.type, &typeid(e)); _tfx_copy(s.what, sizeof s.what, e.what());
+    } catch (const std::invalid_argument &e) {
+        s.kind = 3; _tfx_type(s.type, sizeof s.type, &typeid(e)); _tfx_copy(s.what, sizeof s.what, e.what());
+    } catch (const std::domain_error &e) {
+        s.kind = 3; _tfx_type(s.type, sizeof s.type, &typeid(e)); _tfx_copy(s.what, sizeof s.what, e.what());
+    } catch (const std::out_of_range &e) {
+        s.kind = 3; _tfx_type(s.type, sizeof s.type, &typeid(e)); _tfx_copy(s.what, sizeof s.what, e.what());
+    } catch (const std::length_error &e) {
+        s.kind = 3; _tfx_type(s.type, sizeof s.type, &typeid(e)); _tfx_copy(s.what, sizeof s.what, e.what());
+    } catch (const std::overflow_error &e) {
+        s.kind = 4; _tfx_type(s.type, sizeof s.type, &typeid(e)); _tfx_copy(s.what, sizeof s.what, e.what());
+    } catch (const std::underflow_error &e) {
+        s.kind = 4; _tfx_type(s.type, sizeof s.type, &typeid(e)); _tfx_copy(s.what, sizeof s.what, e.what());
+    } catch (const std::exception &e) {
+        s.kind = 1; _tfx_type(s.type, sizeof s.type, &typeid(e)); _tfx_copy(s.what, sizeof s.what, e.what());
+    } catch (...) {
+        s.kind = 5;
+#ifdef _TFX_CXXABI
+        _tfx_type(s.type, sizeof s.type, abi::__cxa_current_exception_type());
+#else
+        _tfx_copy(s.type, sizeof s.type, "?");
+#endif
+    }
+}
+}  // namespace
+extern "C" int _tfx_take(char *what, size_t nwhat, char *type, size_t ntype, char *func, size_t nfunc) {
+    _tfx_state &s = _tfx_st;
+    int kind = s.kind;
+    if (kind == 0) return 0;
+    _tfx_copy(what, nwhat, s.what);
+    _tfx_copy(type, ntype, s.type);
+    _tfx_copy(func, nfunc, s.func);
+    s.kind = 0;
+    __atomic_fetch_sub(&_tfx_pending, 1, __ATOMIC_SEQ_CST);
+    return kind;
+}
+"""
+
+#: What cffi declares of the guards' runtime (read by tensorffi._calls after each call).
+GUARD_CDEF = "\nextern int _tfx_pending;\nint _tfx_take(char *what, size_t nwhat, char *type, size_t ntype, char *func, size_t nfunc);\n"
+GUARD_PREFIX = "_tfx_"
+
+
+def guards(functions: list[Any], decls: Declarations) -> str:
+    """C++ for the wrapper module: the runtime, then for every bound function ``f`` an
+    ``extern "C"`` guard ``_tfx_f`` that calls it inside ``try``/``catch (...)``, records
+    an escaping exception (its type, ``what()``) and returns zero; then ``#define f
+    _tfx_f``, so that everything cffi generates after it (the call from Python, the
+    intptr_t shim, the trampoline of the native call path, ``ffi.addressof``) calls
+    the guard, while Python still sees the name ``f``."""
+    out = [GUARD_RUNTIME]
+    taken: set[str] = set()
+    for key, fields in decls.structs.items():
+        taken.add(key.split(" ", 1)[-1])
+        taken.update(f.name for f in fields)
+    for fn in functions:
+        if fn.variadic:
+            raise BuildError(
+                f"C++ function {fn.name!r} ({fn.file}:{fn.line}) is variadic: its arguments cannot be forwarded "
+                f"through the guard that turns a C++ exception into a Python error; give it a fixed parameter list"
+            )
+        if fn.name in taken:
+            raise BuildError(
+                f"C++ function {fn.name!r} ({fn.file}:{fn.line}) has the name of a struct or of a struct field of the "
+                f"declarations; the guard that turns a C++ exception into a Python error renames it in the generated "
+                f"wrapper, so rename one of them"
+            )
+        params = [p.decl.replace("__TF_NAME__", f"_tfx_a{i}") for i, p in enumerate(fn.params)]
+        args = ", ".join(f"_tfx_a{i}" for i in range(len(fn.params)))
+        plist = ", ".join(params) or "void"
+        g = GUARD_PREFIX + fn.name
+        if fn.result.text == "void":
+            out.append(f'extern "C" void {g}({plist}) noexcept {{\n'
+                       f'    try {{ {fn.name}({args}); }} catch (...) {{ _tfx_caught("{fn.name}"); }}\n}}')
+        else:
+            out.append(f'extern "C" auto {g}({plist}) noexcept -> {fn.result.text} {{\n'
+                       f'    try {{ return {fn.name}({args}); }} catch (...) {{ _tfx_caught("{fn.name}"); }}\n'
+                       f'    return {{}};\n}}')
+    return "\n".join(out) + "\n"
+
+
+def guard_aliases(functions: list[Any], cxx: bool) -> str:
+    """The end of the wrapper's preamble: each guard declared with its function's own
+    type, and the function's name made to mean its guard in the code cffi generates."""
+    lines = [f"__typeof__({fn.name}) {GUARD_PREFIX}{fn.name};" for fn in functions] + [
+        f"extern int {GUARD_PREFIX}pending;",
+        f"int {GUARD_PREFIX}take(char *, __SIZE_TYPE__, char *, __SIZE_TYPE__, char *, __SIZE_TYPE__);"]
+    if cxx:
+        lines = ['extern "C" {', *lines, "}"]
+    lines += [f"#define {fn.name} {GUARD_PREFIX}{fn.name}" for fn in functions]
+    return "\n".join(lines) + "\n"
+
+
+def _c_header_of(name: str) -> str | None:
+    """The C header a C++ unit's system include stands for in a C wrapper: ``<cstdio>``
+    is ``<stdio.h>``, ``<stdio.h>`` itself; a C++ header (``<vector>``) none."""
+    inner = name[1:-1]
+    if inner.endswith(".h") and "c++" not in inner:
+        return name
+    if re.fullmatch(r"c[a-z]+", inner) and inner[1:] in _C_STANDARD_HEADERS:
+        return f"<{inner[1:]}.h>"
+    return None
+
+
+_C_STANDARD_HEADERS = {"assert", "complex", "ctype", "errno", "fenv", "float", "inttypes", "iso646", "limits", "locale",
+                       "math", "setjmp", "signal", "stdalign", "stdarg", "stdbool", "stddef", "stdint", "stdio",
+                       "stdlib", "string", "time", "uchar", "wchar", "wctype"}
+
+
+def _without_pragma_once(output: str) -> str:
+    """Compiler output without its "#pragma once in main file" diagnostics (gcc's and clang's)."""
+    blocks: list[list[str]] = []
+    for line in output.splitlines(keepends=True):
+        if not blocks or re.match(r"^\S[^:]*:\d+:\d+: ", line) or re.match(r"^\d+ warnings? generated", line):
+            blocks.append([line])
+        else:
+            blocks[-1].append(line)
+    kept = [b for b in blocks if "#pragma once in main file" not in b[0]]
+    if not any("warning:" in b[0] or "error:" in b[0] for b in kept):
+        kept = [b for b in kept if not re.match(r"^\d+ warnings? generated", b[0])]
+    return "".join(line for b in kept for line in b)
+
+
+def _symbols_in(libraries: list[str], library_dirs: list[str]) -> Callable[[str], bool]:
+    """Whether a symbol is defined by one of ``libraries`` (or by the C library)."""
+    import ctypes
+
+    handles = [ctypes.CDLL(None)]
+    for name in libraries:
+        for candidate in [os.path.join(d, f"lib{name}.so") for d in library_dirs] + [f"lib{name}.so"]:
+            try:
+                handles.append(ctypes.CDLL(candidate, mode=os.RTLD_LAZY | os.RTLD_LOCAL))
+                break
+            except OSError:
+                continue
+        else:
+            return lambda symbol: True  # not found here: the linker will say
+
+    def found(symbol: str) -> bool:
+        return any(hasattr(h, symbol) for h in handles)
+
+    return found
+
+
+def _bindable(statements: list[Statement], exported: list[Statement], header: str, extra: dict[int, str] | None = None
+              ) -> tuple[list[Statement], list[Statement], list[str]]:
+    """A header's declarations without those cffi cannot express (``__float128``, a
+    vector type, what pycparser or cffi refuses), each named in ``skipped``, and
+    without everything that uses them. Real system headers (``fftw3.h``) declare
+    such things next to what can be bound."""
+    import cffi
+
+    from ._decl import declaration_error, skip_inexpressible, statement_at
+
+    statements, exported, skipped = skip_inexpressible(statements, exported, extra)
+    for _ in range(256):
+        opaque, body = _derive(statements, exported)
+        problem = None
+        try:
+            parse_declarations(opaque + body)
+            cffi.FFI().cdef(opaque + body)
+        except DeclarationError as exc:
+            problem = exc
+        except Exception as exc:  # cffi.CDefError, cffi.FFIError
+            problem = declaration_error(str(exc), opaque + body)
+        if problem is None:
+            break
+        s = statement_at(statements, problem.file, problem.line)
+        if s is None:
+            raise problem
+        why = str(problem).split("cannot read the declarations: ", 1)[-1].split("\n")[0]
+        statements, exported, more = skip_inexpressible(statements, exported, {id(s): f"cffi cannot read it ({why})"})
+        skipped += more
+    if not exported:
+        raise DeclarationError(f"{header}: declares no function that cffi can express; skipped:\n  " + "\n  ".join(skipped),
+                               file=header)
+    return statements, exported, skipped
 
 
 def _search_dirs(verbose_output: str) -> list[str]:
@@ -663,4 +1028,4 @@ def _check_symbols(so: Path, decls: Declarations, recipe: Recipe, units: list[st
         raise BuildError(f"the module built for {recipe.name} cannot be loaded: {exc}") from None
 
 
-__all__ = ["Recipe", "Built", "build", "compiler", "compiler_identity"]
+__all__ = ["Recipe", "Built", "build", "compiler", "cxx_compiler", "compiler_identity", "is_cxx_file", "GUARD_PREFIX"]

@@ -862,12 +862,16 @@ def derive_cdef(statements: list[Statement], exported: list[Statement]) -> tuple
     # timespec) are opaque to cffi ("typedef ... T;", "struct T;"); the C side
     # includes the system headers the user's files include (see system_includes).
     system_typedefs = {d for s in statements if s.kind == "type" and not s.user for d in s.defines}
+    # One held by value in a struct of the user's (`pthread_mutex_t lock;`) needs its
+    # size: cffi gets it from the compiler ("typedef struct { ...; } T;", "struct T
+    # { ...; };"), its fields stay unknown; behind pointers it is plain opaque.
+    by_value = _held_by_value(needed + exported)
     opaque: list[str] = []
     for name in sorted(done - set(by_name)):
         if name.startswith(("struct ", "union ")):
-            opaque.append(f"{name};")
+            opaque.append(f"{name} {{ ...; }};" if name in by_value else f"{name};")
         elif name in system_typedefs and name not in _BUILTIN_TYPEDEFS:
-            opaque.append(f"typedef ... {name};")
+            opaque.append(f"typedef struct {{ ...; }} {name};" if name in by_value else f"typedef ... {name};")
     order = {id(s): i for i, s in enumerate(statements)}
     texts: list[str] = []
     seen_text: set[str] = set()
@@ -878,6 +882,272 @@ def derive_cdef(statements: list[Statement], exported: list[Statement]) -> tuple
             texts.append(s.text())
     texts.extend(s.text() for s in exported)
     return "".join(line + "\n" for line in opaque), "\n".join(texts) + "\n"
+
+
+# --------------------------------------------------------------------------- #
+# C++: the extern "C" regions of a preprocessed C++ file                        #
+# --------------------------------------------------------------------------- #
+#
+# A C++ file's functions that C (and cffi) can call are the ones with C linkage:
+# those inside `extern "C" { ... }` blocks and those declared `extern "C" T f(...)`.
+# Their declarations are C (a signature with a reference or a class cannot have been
+# bound anyway: pycparser refuses it at the user's line). The regions are cut out of
+# the preprocessed text, with line markers, and read by `scan` exactly as C is.
+
+# C++ spellings inside a C-linkage declaration that C has no use for (dropped):
+# `noexcept`, `noexcept(expr)`, `throw()`, `[[attribute]]`, `alignas(...)`.
+_CXX_DROP_GROUP = {"noexcept", "throw", "alignas"}
+
+
+def _cxx_clean(tokens: list[Token]) -> list[Token]:
+    out: list[Token] = []
+    i, n = 0, len(tokens)
+    while i < n:
+        t = tokens[i].text
+        if t == "extern" and i + 1 < n and tokens[i + 1].text == '"C"':
+            i += 2  # a linkage specification inside a region
+            continue
+        if t in _CXX_DROP_GROUP and (t == "noexcept" or (i + 1 < n and tokens[i + 1].text == "(")):
+            i += 1
+            if i < n and tokens[i].text == "(":
+                i = _skip_group(tokens, i, "(", ")")
+            continue
+        if t == "[" and i + 1 < n and tokens[i + 1].text == "[":
+            depth, j = 0, i
+            while j < n:  # [[ ... ]]
+                depth += tokens[j].text == "["
+                depth -= tokens[j].text == "]"
+                j += 1
+                if depth == 0:
+                    break
+            i = j
+            continue
+        out.append(tokens[i])
+        i += 1
+    return out
+
+
+_ANY_MARKER = re.compile(r'^#[ \t]*(?:line[ \t]+)?\d+(?:[ \t]+"(?:[^"\\\n]|\\.)*")?([ \t\d]*)$', re.M)
+
+
+def split_system(text: str) -> tuple[str, str]:
+    """Preprocessed text as (the user's stretches, with their line markers; the system
+    headers' stretches). A C++ file's standard headers are most of its preprocessed
+    text, and none of their statements is bound: the scanner reads only the first."""
+    user: list[str] = []
+    system: list[str] = []
+    pos, is_system = 0, False
+    for m in _ANY_MARKER.finditer(text):
+        (system if is_system else user).append(text[pos:m.start()])
+        is_system = "3" in m.group(1).split()
+        if not is_system:
+            user.append(m.group(0))
+        pos = m.end()
+    (system if is_system else user).append(text[pos:])
+    return "".join(user), "".join(system)
+
+
+_TYPEDEF_NAME = re.compile(r"\btypedef\b(?:[^;{}]|\{[^{}]*(?:\{[^{}]*\}[^{}]*)*\})*?\b(\w+)\s*(?:\[[^;]*\])?;")
+
+
+def _system_typedefs(system: str) -> list[Token]:
+    """A stand-in for the system headers' typedefs: ``typedef __tf_system NAME1, NAME2;``
+    flagged as a system header, so that ``derive_cdef`` declares the system types the
+    user's functions use opaque, as it does for C."""
+    names = sorted(set(_TYPEDEF_NAME.findall(system)) - C_KEYWORDS)
+    if not names:
+        return []
+    out = [Token("typedef", "<system>", 1, 1, True), Token("__tf_system", "<system>", 1, 1, True)]
+    for k, n in enumerate(names):
+        if k:
+            out.append(Token(",", "<system>", 1, 1, True))
+        out.append(Token(n, "<system>", 1, 1, True))
+    out.append(Token(";", "<system>", 1, 1, True))
+    return out
+
+
+def extern_c_regions(text: str) -> str:
+    """The C-linkage declarations and definitions of preprocessed C++ (``c++ -E``
+    output), as preprocessed C text with line markers back to the user's files:
+    the contents of every ``extern "C" { ... }`` block and every single
+    ``extern "C"`` declaration (or definition). Everything else (classes,
+    templates, namespaces, C++-linkage functions) is left out."""
+    text, system = split_system(text)
+    tokens = tokenize(text)
+    picked: list[list[Token]] = [_system_typedefs(system)]
+    i, n = 0, len(tokens)
+    while i < n:
+        if tokens[i].text == "extern" and i + 1 < n and tokens[i + 1].text == '"C"':
+            j = i + 2
+            if j < n and tokens[j].text == "{":
+                end = _skip_group(tokens, j, "{", "}")
+                picked.append(tokens[j + 1:end - 1])
+                i = end
+                continue
+            k, depth = j, 0
+            while k < n:  # one declaration: to its `;`, or through its body
+                x = tokens[k].text
+                if x in "([":
+                    depth += 1
+                elif x in ")]":
+                    depth -= 1
+                elif x == ";" and depth == 0:
+                    k += 1
+                    break
+                elif x == "{" and depth == 0:
+                    k = _skip_group(tokens, k, "{", "}")
+                    break
+                k += 1
+            picked.append(tokens[j:k])
+            i = k
+            continue
+        i += 1
+    out: list[str] = []
+    file, line, col = None, 0, 1
+    for region in picked:
+        for t in _cxx_clean(region):
+            if t.file != file or t.line != line:
+                flags = " 3" if t.system else ""
+                out.append(f'\n# {t.line} "{_escape(t.file)}"{flags}\n')
+                file, line, col = t.file, t.line, 1
+            pad = max(t.col - col, 1 if col > 1 else 0)
+            out.append(" " * pad + t.text)
+            col += pad + len(t.text)
+        out.append("\n")
+        line = -1  # the next region starts with a marker
+    return "".join(out) + "\n"
+
+
+def cxx_defined(text: str, names: set[str]) -> set[str]:
+    """Which of ``names`` preprocessed C++ defines at namespace scope (``name(...)``
+    followed by a body, possibly after ``noexcept``, ``throw()`` or attributes)."""
+    tokens = tokenize(split_system(text)[0])
+    found: set[str] = set()
+    n = len(tokens)
+    depth = 0  # braces of function bodies and classes (namespaces and linkage blocks do not count)
+    opened: list[bool] = []
+    for i, t in enumerate(tokens):
+        x = t.text
+        if x == "{":
+            k = i - 1
+            while k >= 0 and tokens[k].text not in (";", "{", "}"):
+                k -= 1
+            head = [tok.text for tok in tokens[k + 1:i]]
+            scope = bool(head) and (head[0] == "namespace" or head[:2] == ["extern", '"C"']
+                                    or head[:2] == ["extern", '"C++"'] or head[:2] == ["inline", "namespace"])
+            opened.append(not scope)
+            depth += not scope
+        elif x == "}":
+            if opened:
+                depth -= opened.pop()
+        elif depth == 0 and x in names and i + 1 < n and tokens[i + 1].text == "(" and (
+                i == 0 or tokens[i - 1].text not in (".", "->", ":")):
+            j = _skip_group(tokens, i + 1, "(", ")")
+            while j < n and tokens[j].text in ("noexcept", "throw", "__attribute__", "const"):
+                j += 1
+                if j < n and tokens[j].text == "(":
+                    j = _skip_group(tokens, j, "(", ")")
+            if j < n and tokens[j].text == "{":
+                found.add(x)
+    return found
+
+
+#: Types cffi has no way to say (pycparser does not parse them, or libffi cannot pass
+#: them): declarations that use them are skipped in headers, by name (see skip_inexpressible).
+INEXPRESSIBLE = {"__float128", "_Float128", "_Float128x", "_Float64x", "_Float32x", "_Float16", "__fp16", "__bf16",
+                 "__int128", "__int128_t", "__uint128_t", "__ibm128", "__ieee128", "_Decimal32", "_Decimal64",
+                 "_Decimal128", "__builtin_va_list", "va_list", "__gnuc_va_list", "_BitInt", "__m64", "__m128",
+                 "__m128d", "__m128i", "__m256", "__m256d", "__m256i", "__m512", "__m512d", "__m512i"}
+
+
+def skip_inexpressible(statements: list[Statement], exported: list[Statement], extra: "dict[int, str] | None" = None
+                       ) -> tuple[list[Statement], list[Statement], list[str]]:
+    """``(statements, exported, skipped)``: the user's declarations without those cffi
+    cannot express (a type of :data:`INEXPRESSIBLE`, or one in ``extra``: statement id
+    -> reason), and without every declaration that uses what a skipped one declared;
+    ``skipped`` says what went, where, and why."""
+    extra = extra or {}
+    bad: dict[str, str] = {}
+    gone: set[int] = set()
+    skipped: list[str] = []
+    for s in statements:
+        if not s.user or s.kind not in ("type", "prototype", "function"):
+            continue
+        why = extra.get(id(s))
+        if why is None:
+            hit = next((t.text for t in s.tokens if t.text in INEXPRESSIBLE), None)
+            if hit is not None:
+                why = f"uses {hit}, which cffi cannot express"
+        if why is None:
+            used = next((u for u in sorted(s.uses) if u in bad and u != s.name and u not in s.defines), None)
+            if used is not None:
+                why = f"uses {used} ({bad[used]})"
+        if why is None:
+            continue
+        gone.add(id(s))
+        names = sorted(s.defines) if s.kind == "type" else [s.name]
+        for n in names:
+            bad.setdefault(n, f"skipped at {s.file}:{s.line}")
+        what = ", ".join(n for n in names if not n.startswith(("struct ", "union ", "enum "))) or ", ".join(names) or "a declaration"
+        skipped.append(f"{s.file}:{s.line}: {what}: {why}")
+    return ([s for s in statements if id(s) not in gone], [s for s in exported if id(s) not in gone], skipped)
+
+
+def statement_at(statements: list[Statement], file: str, line: int) -> "Statement | None":
+    """The user's statement of ``file`` that spans ``line`` (the last one starting at or before it)."""
+    best = None
+    for s in statements:
+        if s.user and s.tokens and s.file == file and s.line <= line and s.tokens[-1].line >= line - 1:
+            if best is None or s.line >= best.line:
+                best = s
+    return best
+
+
+def _held_by_value(statements: list[Statement]) -> set[str]:
+    """Type names (``T``, ``struct T``) that a struct field or a parameter holds by
+    value, not behind a pointer: each member declaration of a struct body and each
+    parameter, split at depth-0 ``;`` and ``,``, that names the type and has no ``*``."""
+    out: set[str] = set()
+    for s in statements:
+        toks = s.tokens
+        depth_paren = depth_brace = 0
+        part: list[str] = []
+
+        def flush() -> None:
+            if part and "*" not in part:
+                for k, x in enumerate(part):
+                    if x in ("struct", "union") and k + 1 < len(part):
+                        out.add(f"{x} {part[k + 1]}")
+                    elif _is_ident(x) and x not in C_KEYWORDS:
+                        out.add(x)
+            part.clear()
+
+        for t in toks:
+            x = t.text
+            if x == "{":
+                depth_brace += 1
+                part.clear()
+                continue
+            if x == "}":
+                flush()
+                depth_brace -= 1
+                continue
+            if x == "(":
+                depth_paren += 1
+                if depth_paren == 1 and depth_brace == 0:
+                    part.clear()
+                    continue
+            if x == ")":
+                depth_paren -= 1
+                if depth_paren == 0 and depth_brace == 0:
+                    flush()
+                    continue
+            if x in (";", ",") and (depth_brace >= 1 and depth_paren == 0 or depth_brace == 0 and depth_paren == 1):
+                flush()
+                continue
+            if depth_brace >= 1 or depth_paren >= 1:
+                part.append(x)
+    return out
 
 
 _MARKER_LINE = re.compile(r'^#[ \t]*(\d+)[ \t]+"((?:[^"\\\n]|\\.)*)"([ \t\d]*)$', re.M)

@@ -57,7 +57,8 @@ from typing import Any, Callable, Mapping, Sequence
 import cffi
 
 from . import cache as _cache
-from ._buildworker import Recipe, build, compiler_identity
+from ._buildworker import GUARD_PREFIX, Recipe, build, compiler_identity, is_cxx_file
+from ._calls import CxxErrors
 from ._decl import parse_declarations
 from ._shims import SHIM_PREFIX, abi_shim_cdef, has_array_params
 from ._version import __version__
@@ -285,7 +286,7 @@ def _recipe_key(recipe: Recipe, files: Mapping[str, bytes]) -> str:
     material = dict(
         recipe=recipe.as_dict(),
         files={p: _sha(files[p]) for p in recipe.files()},
-        compiler=compiler_identity(),
+        compiler=compiler_identity(cxx=recipe.language == "c++" or any(is_cxx_file(f) for f in recipe.sources)),
         python=[sys.version, sys.implementation.cache_tag, importlib.machinery.EXTENSION_SUFFIXES[0]],
         platform=[sys.platform, os.uname().machine],
         cffi=cffi.__version__,
@@ -321,11 +322,28 @@ def compile(
     cache: str | os.PathLike[str] | None = None,
     portable: bool = False,
     verbose: bool = False,
+    language: str | None = None,
 ) -> Library:
-    """Compile C (out-of-line cffi API mode), cache the module, bind its functions.
+    """Compile C or C++ (out-of-line cffi API mode), cache the module, bind its functions.
 
-    ``sources`` are C files; ``source`` is C code given as a string (named
-    ``source_name`` in compiler messages, with your own line numbers); both may be used.
+    ``sources`` are C files (``.cpp``, ``.cc``, ``.cxx``: C++); ``source`` is code given
+    as a string (named ``source_name`` in compiler messages, with your own line
+    numbers); both may be used. ``language="c++"`` makes ``source=`` and ``header=``
+    C++ (default: C++ where a source file is, else C).
+
+    C++ is compiled with ``$CXX`` (else ``c++``; flags from ``CXXFLAGS``) and linked
+    with it. The functions bound are those with C linkage (``extern "C"``), read from
+    the ``extern "C"`` blocks and declarations of your files (or from ``header=`` or a
+    cdef) exactly as C is, including a prototype declared ``extern "C"`` whose
+    definition follows without it. Every one is called through a generated guard:
+    a C++ exception never unwinds into Python, it is raised after the call as a
+    :class:`~tensorffi.NativeError` (``std::bad_alloc``: ``NativeMemoryError``;
+    ``std::invalid_argument``, ``domain_error``, ``out_of_range``, ``length_error``:
+    ``InvalidArgumentError``; ``overflow_error``, ``underflow_error``:
+    ``NativeOverflowError``) with ``what()`` in its message and as ``.what``, and the
+    exception's type as ``.cpp_type`` (an exception that is no ``std::exception``
+    says so). An exception thrown by a function the bridge calls on its own (a
+    handle's destructor) is raised by the next call of the library on that thread.
 
     Declarations: without ``cdef``, the functions your files define with external
     linkage (not ``static``; not from system headers) are bound, with the types they
@@ -376,6 +394,10 @@ def compile(
     check_contracts(contracts)
     if cdef is None and source is None and not sources and header is None:
         raise BuildError("compile() needs C to build: sources=[...], source='...', or header=")
+    if language is None:
+        language = "c++" if any(is_cxx_file(os.fspath(s)) for s in sources) else "c"
+    if language not in ("c", "c++"):
+        raise BuildError(f"language must be 'c' or 'c++', got {language!r}")
     if cdef is not None:
         parse_declarations(cdef)  # a DeclarationError now, with the line in your cdef
     recipe = Recipe(
@@ -393,6 +415,7 @@ def compile(
         extra_compile_args=list(extra_compile_args),
         extra_link_args=list(extra_link_args),
         depends=[os.path.abspath(os.fspath(d)) for d in depends],
+        language=language,
     )
     files: dict[str, bytes] = {}
     for p in recipe.files():
@@ -409,9 +432,12 @@ def compile(
         cache=None if cache is None else os.path.abspath(os.fspath(cache)),
         portable=portable,
     )
+    started = time.time()
     module, manifest, deps, warned = _obtain_somewhere(recipe, files, cache, from_disk=True, verbose=verbose)
     if warned:
         warnings.warn(BuildWarning(f"the C compiler warned while building {name!r}:\n{warned}"), stacklevel=2)
+    if manifest.get("skipped") and manifest.get("created", 0) >= started:  # built now (not again on a cached load)
+        warnings.warn(BuildWarning(_skipped_text(name, manifest["skipped"])), stacklevel=2)
     state.update(cdef=manifest["cdef"], key=manifest["module"], files=deps)
     if portable:
         state["binary"] = Path(module.__file__).read_bytes()
@@ -419,10 +445,27 @@ def compile(
     return Library(*args, **kwargs)
 
 
+def _skipped_text(name: str, skipped: list[str]) -> str:
+    """What a header declares that is not bound, grouped by why (each entry of
+    ``skipped`` is ``file:line: names: why``)."""
+    by_reason: dict[str, list[str]] = {}
+    for entry in skipped:
+        parts = entry.split(": ", 2)
+        where, names, why = (parts + ["", ""])[:3] if len(parts) == 3 else ("", entry, "")
+        by_reason.setdefault(why, []).append(f"{names} ({where})" if len(by_reason.get(why, ())) < 3 else names)
+    lines = [f"{name!r}: {len(skipped)} declarations of the header are not bound:"]
+    for why, names in by_reason.items():
+        shown = ", ".join(names[:12]) + (f", ... ({len(names) - 12} more)" if len(names) > 12 else "")
+        lines.append(f"  {why}: {shown}")
+    return "\n".join(lines)
+
+
 def _library_args(module: Any, cdef: str, state: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
     raw = module.lib
     name = state["recipe"]["name"]
+    cxx = CxxErrors(module.ffi, raw) if hasattr(raw, GUARD_PREFIX + "take") else None  # a C++ module (guarded)
     return (module.ffi, raw, parse_declarations(cdef), state["contracts"]), dict(
+        cxx_errors=cxx,
         shim_lookup=lambda fname: getattr(raw, SHIM_PREFIX + fname, None),
         trampolines=True,
         default_returns=state["returns"],
@@ -658,6 +701,7 @@ def _build_into(root: Path, recipe: Recipe, recipe_key: str, files: Mapping[str,
             bytes=so.stat().st_size,
             tensorffi=__version__,
             seconds=built.seconds,
+            skipped=built.skipped,
         )
         _cache.write_atomic(root / (key + ".json"), json.dumps(manifest).encode())
         index_path = _cache.subdir(root, "recipes") / f"{recipe.name}-{recipe_key[:24]}.json"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from . import _display
+from . import _calls, _display
 from ._bridge.lower import trampoline_address
 from ._decl import Declarations
 from .bridge import BoundFunction, Struct
@@ -50,6 +50,7 @@ class Library:
         description: str = "",
         native: bool = False,
         addresses: Mapping[str, int] | None = None,
+        cxx_errors: Any = None,
     ) -> None:
         self.ffi = ffi
         self.raw = raw
@@ -63,6 +64,7 @@ class Library:
         self._description = description
         self._native = native  # tensorffi's own library: TF_E* status codes
         self._addresses = dict(addresses or {})  # from_ctypes: each function's address (no trampoline)
+        self._cxx_errors = cxx_errors  # a C++ module's guard record (tensorffi._calls.CxxErrors)
         self._bound: dict[str, Callable[..., Any]] = {}
         check_contracts(contracts)
         unknown = set(self._contracts) - set(decls.functions)
@@ -106,6 +108,8 @@ class Library:
             address=self._addresses.get(name),
         ).call
         _display.decorate(bound)  # attributes for help() and notebooks; the call is unchanged
+        # picklable as the library is; a C++ module's functions raise what their guard caught
+        bound = _calls.finish(self, name, bound, self._cxx_errors)
         self._bound[name] = bound
         if name not in self.__dict__ and not hasattr(type(self), name):
             # an instance attribute: `lib.f` is a dictionary lookup, not a __getattr__ call

@@ -30,6 +30,8 @@ Options of ``%%tensorffi [NAME]``:
   operator ``torch.ops.NS.NAME`` (:func:`tensorffi.ops.register`); ``FUNC``
   defaults to ``NAME``. ``--backward FUNC=BACKWARD`` gives it a C backward;
 * ``--returns status``: an ``int`` result means a status (non-zero raises);
+* ``--cpp``: the cell is C++ (compiled with ``$CXX``; its ``extern "C"`` functions
+  are bound, and a C++ exception they throw is raised as a ``NativeError``);
 * ``-q``: show nothing when it works.
 
 Compiler errors point at the cell's own lines (the ``%%tensorffi`` line is line
@@ -216,6 +218,8 @@ class TensorFFIMagics(Magics):
                               help="the C backward of an operator's function (repeatable)")
     @magic_arguments.argument("--returns", choices=["value", "status"], default="value",
                               help="what an int result means where no contract says (default: value)")
+    @magic_arguments.argument("--cpp", action="store_true",
+                              help='the cell is C++: its extern "C" functions are bound, exceptions become NativeError')
     @magic_arguments.argument("-q", "--quiet", action="store_true", help="show nothing when it works")
     @line_cell_magic
     def tensorffi(self, line: str, cell: str | None = None) -> Any:
@@ -278,6 +282,7 @@ class TensorFFIMagics(Magics):
                 define_macros=defines,
                 extra_compile_args=args.cflags.split() if args.cflags is not None else ("-O3",),
                 extra_link_args=args.ldflags.split() if args.ldflags else (),
+                language="c++" if args.cpp else "c",
             )
         except BuildError as exc:
             output = getattr(exc, "output", "") or ""

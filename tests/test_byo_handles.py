@@ -222,3 +222,65 @@ def test_a_cache_hint_that_does_not_exist_is_not_created(tmp_path):
     shutil.rmtree(tmp_path / "gone")
     assert run_elsewhere(tmp_path, pickle.loads(blob))["result"] == EXPECTED_V1
     assert not (tmp_path / "gone").exists() and len(_so(tmp_path / "worker-cache")) == 1
+
+
+# --------------------------------------------------------------------------- #
+# Bound functions pickle as their library does                                 #
+# --------------------------------------------------------------------------- #
+
+FUNCTIONS = V1 + "#include <string.h>\nlong name_len(const char *s) { return (long)strlen(s); }\n"
+
+CALL_FUNCTIONS = textwrap.dedent(
+    """
+    import json, pickle, sys
+    import torch, tensorffi
+    process_data, name_len = pickle.loads(open(sys.argv[1], "rb").read())
+    out = {"repr": repr(process_data)}
+    x = torch.arange(4.0)
+    process_data(x, 4)
+    out["result"] = x.tolist()
+    out["len"] = name_len("tensorffi")
+    print(json.dumps(out))
+    """
+)
+
+
+def test_bound_functions_pickle_and_rebuild_in_another_process(tmp_path, origin_cache):
+    src = tmp_path / "fns.c"
+    src.write_text(FUNCTIONS)
+    lib = tensorffi.compile("fns", sources=[src])
+    blob = tmp_path / "fns.pkl"
+    blob.write_bytes(pickle.dumps((lib.process_data, lib.name_len)))  # a native call and the Python path (a string)
+    src.write_text(V2)  # changes nothing: the functions carry their library's text
+    (tmp_path / "call.py").write_text(CALL_FUNCTIONS)
+    (tmp_path / "elsewhere").mkdir()
+    proc = subprocess.run([sys.executable, str(tmp_path / "call.py"), str(blob)], cwd=tmp_path / "elsewhere",
+                          env=dict(os.environ, TENSORFFI_CACHE_DIR=str(tmp_path / "worker-cache")),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["result"] == EXPECTED_V1 and got["len"] == 9
+    assert "not opened yet" in got["repr"]  # unpickling opened nothing
+    assert len(_so(tmp_path / "worker-cache")) == 1
+
+
+def test_an_unpickled_function_opens_its_library_once_on_first_use(tmp_path, cache, built_so):
+    lib = tensorffi.compile("lazyfn", CDEF, source=V1, cache=cache, contracts={"process_data": "data: [size]"})
+    f, same = pickle.loads(pickle.dumps((lib.process_data, lib)))
+    assert f._tf_library is same  # one library for both (the pickle memo)
+    assert "not opened yet" in repr(f)
+    again = pickle.loads(pickle.dumps(f))  # forwarded without opening
+    assert "not opened yet" in repr(again)
+    x = torch.arange(4.0)
+    again(x)
+    assert x.tolist() == EXPECTED_V1
+    assert "data: [size]" in again.__doc__  # its description, from the opened library
+    with pytest.raises(tensorffi.ShapeError):
+        again(torch.arange(4.0), 5)
+    # a load() handle's function too
+    so = built_so(V1)
+    loaded = tensorffi.load(str(so), CDEF)
+    h = pickle.loads(pickle.dumps(loaded.process_data))
+    x = torch.arange(4.0)
+    h(x, 4)
+    assert x.tolist() == EXPECTED_V1

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import tensorffi
 from tensorffi import _buildworker, byo
@@ -156,3 +157,50 @@ def test_a_swapped_cached_module_is_rebuilt(tmp_path, rng):
     assert proc.returncode == 0 and proc.stdout.split() == [str(va)], proc.stderr
     manifest = json.loads(Path(str(so_a)[:-3] + ".json").read_text())
     assert manifest["sha256"] == byo._file_sha(str(so_a)) != byo._file_sha(str(so_b))
+
+
+# --------------------------------------------------------------------------- #
+# Real system headers                                                          #
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/include/fftw3.h"), reason="needs libfftw3-dev")
+def test_a_system_header_binds_what_cffi_can_say_and_names_the_rest(tmp_path, rng):
+    """fftw3.h declares __float128 APIs and functions of libraries not linked (libfftw3f,
+    libfftw3q): those are left out, each named; the rest is bound and computes."""
+    with pytest.warns(tensorffi.BuildWarning) as shown:
+        fftw = tensorffi.compile("fftw3", header="/usr/include/fftw3.h", libraries=["fftw3"], cache=tmp_path / "cache",
+                                 extra_compile_args=["-O0"],  # 66 wrappers: quicker to build unoptimised
+                                 contracts={"fftw_plan_dft_r2c_1d": "in: [n]"})
+    text = "\n".join(str(w.message) for w in shown)
+    assert "uses __float128, which cffi cannot express: fftwq_complex (/usr/include/fftw3.h:" in text
+    assert "defined in no library linked (libraries: fftw3)" in text and "fftwf_execute" in text
+    assert "fftwq_plan_dft_1d" not in fftw.functions and "fftw_execute" in fftw.functions
+    n = int(rng.integers(8, 64))
+    x = rng.standard_normal(n)
+    inp = tensorffi.buffer(n, dtype=torch.float64)
+    out = tensorffi.buffer(2 * (n // 2 + 1), dtype=torch.float64)
+    plan = fftw.fftw_plan_dft_r2c_1d(n, inp, fftw.ffi.cast("fftw_complex *", out.data_ptr()), 1 << 6)  # FFTW_ESTIMATE
+    inp.copy_(torch.from_numpy(x))
+    fftw.fftw_execute(plan)
+    fftw.fftw_destroy_plan(plan)
+    np.testing.assert_allclose(out.numpy().view(np.complex128), np.fft.rfft(x), rtol=1e-10, atol=1e-10)
+
+
+def test_a_struct_holding_a_system_type_by_value_binds(tmp_path, rng):
+    (tmp_path / "job.h").write_text(
+        "#include <pthread.h>\n#include <stdint.h>\n"
+        "typedef struct job { pthread_mutex_t lock; double *data; int64_t n; } job;\n"
+        "int job_init(job *j, double *data, int64_t n);\ndouble job_sum(job *j);\n")
+    (tmp_path / "job.c").write_text(
+        '#include "job.h"\n'
+        "int job_init(job *j, double *data, int64_t n) { j->data = data; j->n = n; return pthread_mutex_init(&j->lock, 0); }\n"
+        "double job_sum(job *j) { double s = 0; pthread_mutex_lock(&j->lock);\n"
+        "    for (int64_t i = 0; i < j->n; i++) s += j->data[i]; pthread_mutex_unlock(&j->lock); return s; }\n")
+    x = rng.standard_normal(int(rng.integers(1, 100)))
+    for kw in ({}, {"header": tmp_path / "job.h"}):
+        lib = tensorffi.compile("job", sources=[tmp_path / "job.c"], cache=tmp_path / "cache", **kw)
+        j = lib.struct("job")
+        assert lib.ffi.sizeof("job") == lib.ffi.sizeof("pthread_mutex_t") + 16
+        assert lib.job_init(j, x, len(x)) == 0
+        assert lib.job_sum(j) == pytest.approx(float(np.sum(x)), rel=1e-12)

@@ -133,3 +133,12 @@ def test_a_loaded_library_is_checked_on_the_workers(client, origin):
     portable = tensorffi.load("./mylib.so", "void process_data(float *data, int size);", portable=True)
     (origin / "mylib.so").unlink()
     assert client.submit(_seed, portable, pure=False).result() == [0.0, 100.0, 200.0, 300.0]
+
+
+def test_client_map_over_a_bound_function(client, origin, rng):
+    """``client.map(lib.f, arrays)``: the function itself pickles as its library does."""
+    lib = tensorffi.compile("dask_affine", source=SOURCE_V1, contracts=CONTRACTS)
+    tables = [rng.standard_normal((int(rng.integers(1, 40)), 7)) for _ in range(6)]
+    futures = client.map(lib.row_affine_sum, tables, a=0.5, b=2.0, pure=False)
+    for x, y in zip(tables, client.gather(futures)):
+        np.testing.assert_allclose(y, (0.5 * x + 2.0).sum(axis=1), rtol=1e-12)

@@ -68,9 +68,10 @@ def test_describe_refuses_what_it_cannot_describe():
 def test_bound_functions_carry_their_description_and_stay_plain_functions(lib, rng):
     fn = lib.scale_into
     # what runs is the bound function itself, nothing wraps it: the native call object
-    # (or, with the native path off, the generated Python function)
+    # (or, with the native path off, the generated Python function, held by the one
+    # object that makes it picklable: tensorffi._calls.BoundCall)
     assert fn.__wrapped_bridge__.call is fn
-    assert getattr(fn, "__native__", False) or inspect.isfunction(fn)
+    assert getattr(fn, "__native__", False) or inspect.isfunction(getattr(fn, "_tf_call", None))
     sig = inspect.signature(fn)
     assert str(sig) == ("(x: 'const float *', a: 'float', *, y: 'float *' = None, rows: 'int64_t' = None, "
                         "cols: 'int64_t' = None) -> 'y: float32 [rows, cols]'")

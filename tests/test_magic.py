@@ -172,3 +172,20 @@ def test_line_magic(ip):
     result, out, err, _ = run(ip, "%tensorffi nonsense")
     assert not result.success and "%tensorffi info" in err + out
 
+
+
+def test_a_cpp_cell_binds_its_extern_c_functions_and_raises_what_cpp_throws(ip, rng):
+    cell = ('%%tensorffi cppcell --cpp -c "clip: x: [n]; y: out [n]"\n'
+            "#include <algorithm>\n#include <stdexcept>\n#include <cstdint>\n"
+            'extern "C" void clip(const double *x, double *y, int64_t n, double lo, double hi) {\n'
+            '    if (lo > hi) throw std::invalid_argument("clip: lo > hi");\n'
+            "    for (int64_t i = 0; i < n; i++) y[i] = std::clamp(x[i], lo, hi);\n"
+            "}\n")
+    result, out, err, shown = run(ip, cell)
+    assert result.success, (out, err)
+    clip = ip.user_ns["clip"]
+    x = rng.standard_normal(64)
+    np.testing.assert_array_equal(clip(x, -0.5, 0.5), np.clip(x, -0.5, 0.5))
+    with pytest.raises(tensorffi.NativeError, match=r"clip\(\) threw std::invalid_argument: clip: lo > hi") as info:
+        clip(x, 1.0, -1.0)
+    assert isinstance(info.value, ValueError)
