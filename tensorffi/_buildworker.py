@@ -654,6 +654,12 @@ void _tfx_type(char *dst, std::size_t n, const std::type_info *ti) noexcept {
 #endif
     _tfx_copy(dst, n, ti->name());
 }
+/* one caught std::exception: its kind (the NativeError subclass), dynamic type and what() */
+static void _tfx_std(_tfx_state &s, int kind, const std::exception &e) noexcept {
+    s.kind = kind;
+    _tfx_type(s.type, sizeof s.type, &typeid(e));
+    _tfx_copy(s.what, sizeof s.what, e.what());
+}
 /* called inside catch (...): records the exception being handled */
 void _tfx_caught(const char *func) noexcept {
     _tfx_state &s = _tfx_st;
@@ -663,21 +669,21 @@ void _tfx_caught(const char *func) noexcept {
     try {
         throw;
     } catch (const std::bad_alloc &e) {
-        s.kind = 2; _tfx_type(s.type, sizeof s.type, &typeid(e)); _tfx_copy(s.what, sizeof s.what, e.what());
+        _tfx_std(s, 2, e);
     } catch (const std::invalid_argument &e) {
-        s.kind = 3; _tfx_type(s.type, sizeof s.type, &typeid(e)); _tfx_copy(s.what, sizeof s.what, e.what());
+        _tfx_std(s, 3, e);
     } catch (const std::domain_error &e) {
-        s.kind = 3; _tfx_type(s.type, sizeof s.type, &typeid(e)); _tfx_copy(s.what, sizeof s.what, e.what());
+        _tfx_std(s, 3, e);
     } catch (const std::out_of_range &e) {
-        s.kind = 3; _tfx_type(s.type, sizeof s.type, &typeid(e)); _tfx_copy(s.what, sizeof s.what, e.what());
+        _tfx_std(s, 3, e);
     } catch (const std::length_error &e) {
-        s.kind = 3; _tfx_type(s.type, sizeof s.type, &typeid(e)); _tfx_copy(s.what, sizeof s.what, e.what());
+        _tfx_std(s, 3, e);
     } catch (const std::overflow_error &e) {
-        s.kind = 4; _tfx_type(s.type, sizeof s.type, &typeid(e)); _tfx_copy(s.what, sizeof s.what, e.what());
+        _tfx_std(s, 4, e);
     } catch (const std::underflow_error &e) {
-        s.kind = 4; _tfx_type(s.type, sizeof s.type, &typeid(e)); _tfx_copy(s.what, sizeof s.what, e.what());
+        _tfx_std(s, 4, e);
     } catch (const std::exception &e) {
-        s.kind = 1; _tfx_type(s.type, sizeof s.type, &typeid(e)); _tfx_copy(s.what, sizeof s.what, e.what());
+        _tfx_std(s, 1, e);
     } catch (...) {
         s.kind = 5;
 #ifdef _TFX_CXXABI
