@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 __all__ = ["STEPS", "seed", "signal", "io", "physics", "ops"]
 
@@ -26,10 +26,17 @@ def seed(say: Callable[[str], None]) -> None:
     from .errors import DTypeError
 
     say("== bring your own C: void process_data(float *data, int size) ==")
+    # built in a folder of its own, removed afterwards: the demo never writes into the
+    # user's cache of compiled modules
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "mylib.c"
         src.write_text(SEED_C)
-        lib = compile("demo_seed", "void process_data(float *data, int size);", sources=[src])
+        lib = compile("demo_seed", "void process_data(float *data, int size);", sources=[src],
+                      cache=Path(tmp) / "cache")
+        _seed_calls(say, torch, lib, DTypeError)
+
+
+def _seed_calls(say: Callable[[str], None], torch: Any, lib: Any, DTypeError: type[Exception]) -> None:
     t = torch.arange(5, dtype=torch.float32)
     say(f"before: {t.tolist()}")
     lib.process_data(t, t.numel())

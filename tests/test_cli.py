@@ -49,9 +49,12 @@ def test_info_human_and_json(capsys):
     assert json.loads(capsys.readouterr().out) == dict(facts)
 
 
-def test_demo_ends_with_next_steps():
+def test_demo_ends_with_next_steps(tmp_path, monkeypatch):
+    # ...and writes nothing into the user's cache of compiled modules
+    monkeypatch.setenv("TENSORFFI_CACHE_DIR", str(tmp_path / "user-cache"))
     lines: list[str] = []
     assert cli.demo(lines.append) == 0
+    assert not (tmp_path / "user-cache").exists() or not any((tmp_path / "user-cache").iterdir())
     text = "\n".join(lines)
     assert "demo finished: 5 kernel families ran" in text
     tail = text[text.index("what to try next"):]
