@@ -307,7 +307,7 @@ def build(
         # declarations (or the preamble) first, as cffi's own set_source() would:
         # so a definition that disagrees with its declaration cannot compile.
         inline = workdir / ("source.cpp" if header_cxx else "source.c")
-        name = recipe.source_name.replace("\\", "\\\\").replace('"', '\\"')
+        name: str | None = recipe.source_name.replace("\\", "\\\\").replace('"', '\\"')
         prefix = "#include <stdint.h>\n#include <stddef.h>\n"
         if recipe.cdef is not None:
             if recipe.preamble is not None:
@@ -915,7 +915,7 @@ def _unique(statements: list[Statement]) -> list[Statement]:
     return out
 
 
-def _derive(statements: list[Statement], exported: list[Statement]) -> str:
+def _derive(statements: list[Statement], exported: list[Statement]) -> tuple[str, str]:
     from ._decl import derive_cdef
 
     return derive_cdef(statements, exported)
@@ -939,7 +939,7 @@ def _agreement_check(unit: list[Statement], declared: list[Statement], decls: De
     known: set[str] = set()
     for s in unit:
         known |= s.defines
-    types = {}
+    types: dict[str, Statement] = {}
     for s in declared:
         if s.kind == "type":
             for d in s.defines:

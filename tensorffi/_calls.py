@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copyreg
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from .errors import InvalidArgumentError, NativeError, NativeMemoryError, NativeOverflowError
 
@@ -63,7 +63,7 @@ class DeferredFunction:
             if fn is None:
                 raise AttributeError(f"the library of this pickled function no longer binds {name!r}")
             self.__dict__["_tf_fn"] = fn
-        return fn
+        return cast("Callable[..., Any]", fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         fn = self.__dict__["_tf_fn"]
@@ -77,7 +77,7 @@ class DeferredFunction:
     def __reduce__(self) -> tuple[Any, ...]:
         return (function_of, (self.__dict__["_tf_library"], self.__dict__["_tf_function"]))
 
-    @property  # type: ignore[misc]
+    @property
     def __doc__(self) -> str | None:  # type: ignore[override]
         return self._tf_resolve().__doc__
 
@@ -90,6 +90,10 @@ class DeferredFunction:
 class BoundCall:
     """A bound function that runs the generated Python path: picklable (a plain
     Python function is pickled by its name, which a generated one cannot be found by)."""
+
+    _tf_call: Callable[..., Any]
+    _tf_library: Any
+    _tf_function: str
 
     def __init__(self, fn: Callable[..., Any], lib: Any, name: str) -> None:
         d = self.__dict__
@@ -150,6 +154,9 @@ class CxxErrors:
 class GuardedCall(BoundCall):
     """A function of a C++ module: the call, then any exception its guard caught."""
 
+    _tf_pending: Any  # a cffi int[1]
+    _tf_raise: Callable[[], None]
+
     def __init__(self, fn: Callable[..., Any], lib: Any, name: str, errors: CxxErrors) -> None:
         super().__init__(fn, lib, name)
         self.__dict__["_tf_pending"] = errors.pending
@@ -190,7 +197,7 @@ def finish(lib: Any, name: str, fn: Callable[..., Any], cxx: CxxErrors | None = 
         bound = getattr(fn, "__wrapped_bridge__", None)
         if bound is not None:
             _guard_kernels(bound, cxx)
-        out: Any = GuardedCall(fn, lib, name, cxx)
+        out: Callable[..., Any] = GuardedCall(fn, lib, name, cxx)
     elif type(fn).__name__ == "function":
         out = BoundCall(fn, lib, name)
     else:
@@ -199,8 +206,8 @@ def finish(lib: Any, name: str, fn: Callable[..., Any], cxx: CxxErrors | None = 
             with _register_lock:
                 copyreg.pickle(t, _reduce_bound)
                 _registered.add(t)
-        fn._tf_library = lib
-        fn._tf_function = name
+        fn._tf_library = lib  # type: ignore[attr-defined]  # a bridge-made callable object takes attributes
+        fn._tf_function = name  # type: ignore[attr-defined]
         return fn
     bound = getattr(fn, "__wrapped_bridge__", None)
     if bound is not None:

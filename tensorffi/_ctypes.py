@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import ctypes
 import types
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, cast
 
 import cffi
 
@@ -76,7 +76,7 @@ _REFUSED = {
     ctypes.c_wchar: "wchar_t",
     ctypes.c_longdouble: "long double (no tensor or array holds it)",
 }
-_FuncBase = ctypes.CFUNCTYPE(None).__mro__[1]  # _ctypes.CFuncPtr: every ctypes function and function pointer
+_FuncBase: type[Any] = ctypes.CFUNCTYPE(None).__mro__[1]  # _ctypes.CFuncPtr: every ctypes function and function pointer
 
 
 class _Types:
@@ -164,7 +164,7 @@ def _functions(obj: Any) -> dict[str, Any]:
     if isinstance(obj, _FuncBase):
         return {obj.__name__: obj}
     if isinstance(obj, Mapping):
-        items: Iterable[tuple[str, Any]] = obj.items()
+        items: Iterable[tuple[str | None, Any]] = obj.items()
     elif isinstance(obj, Iterable) and not isinstance(obj, (str, bytes)):
         items = [(getattr(f, "__name__", None), f) for f in obj]
     else:
@@ -243,7 +243,7 @@ def from_ctypes(
     addresses: dict[str, int] = {}
     for name, f in fns.items():
         d = decls.functions[name]
-        addr = ctypes.cast(f, ctypes.c_void_p).value
+        addr = cast(int, ctypes.cast(f, ctypes.c_void_p).value)  # a bound function is not NULL
         addresses[name] = addr
         params = ", ".join(p.type.text for p in d.params) or "void"
         setattr(raw, name, ffi.cast(f"{d.result.text} (*)({params})", addr))

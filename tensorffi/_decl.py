@@ -412,7 +412,7 @@ def _named_decl(node: c_ast.Node, gen: c_generator.CGenerator) -> str:
         cur = cur.type
     if isinstance(cur, c_ast.TypeDecl):
         cur.declname = "__TF_NAME__"
-    return gen.visit(c_ast.Decl(None, [], [], [], [], node, None, None))
+    return str(gen.visit(c_ast.Decl(None, [], [], [], [], node, None, None)))
 
 
 def _type_text(node: c_ast.Node) -> str:
@@ -425,7 +425,7 @@ def _type_text(node: c_ast.Node) -> str:
         cur = cur.type
     if isinstance(cur, c_ast.TypeDecl):
         cur.declname = None
-    return c_generator.CGenerator().visit(c_ast.Typename(name=None, quals=[], align=None, type=node)).strip()
+    return str(c_generator.CGenerator().visit(c_ast.Typename(name=None, quals=[], align=None, type=node))).strip()
 
 
 def _resolve(name: str, decls: Declarations, seen: int = 0) -> tuple[str, bool, bool, int]:

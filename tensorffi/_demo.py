@@ -104,7 +104,7 @@ def signal(say: Callable[[str], None]) -> None:
     b = torch.from_numpy(sos.copy()).requires_grad_()
     loss = ((sosfiltfilt(b, torch.from_numpy(x)) - torch.from_numpy(clean)) ** 2).mean()
     loss.backward()
-    say(f"autograd through sosfiltfilt (C adjoint): loss {loss.item():.2e}, |d loss / d sos| = {b.grad.norm():.3g}")
+    say(f"autograd through sosfiltfilt (C adjoint): loss {loss.item():.2e}, |d loss / d sos| = {b.grad.norm():.3g}")  # type: ignore[union-attr]  # set by backward()
 
 
 def io(say: Callable[[str], None]) -> None:
@@ -200,12 +200,12 @@ def ops(say: Callable[[str], None]) -> None:
     say("== PyTorch operators: torch.ops.tensorffi.* ==")
     for qualname in ("tensorffi::scale_", "tensorffi::axpy_", "tensorffi::iota", "tensorffi::scaled"):
         say(f"  {_operators[qualname].schema}")
-    text = resources.files("tensorffi").joinpath("data", "ops_demo.txt").read_text()
+    text = resources.files("tensorffi").joinpath("data", "ops_demo.txt").read_text()  # type: ignore[call-arg]  # a pathlib.Path here (several parts)
     x = torch.tensor([float(v) for v in text.split("\n") if v and not v.startswith("#")])
     say(f"data: {x.numel()} samples of a damped sine (tensorffi/data/ops_demo.txt)")
 
     def model(t: torch.Tensor) -> torch.Tensor:
-        y = torch.ops.tensorffi.scaled(t, 0.5)
+        y: torch.Tensor = torch.ops.tensorffi.scaled(t, 0.5)
         torch.ops.tensorffi.scale_(t, 2.0)  # in place, marked (a!) in the schema
         return y.square().sum() + t.sum()
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from . import errors
 from ._decl import parse_declarations
-from ._load import ffi, lib
+from ._load import ffi as ffi, lib as lib
 
 if TYPE_CHECKING:
     from .bridge import Struct

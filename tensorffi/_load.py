@@ -11,7 +11,7 @@ from ._version import __version__
 __all__ = ["ffi", "lib"]
 
 try:
-    from . import _native  # type: ignore[attr-defined]
+    from . import _native
 except ImportError as exc:  # pragma: no cover - exercised only on broken installs
     raise ImportError(
         "tensorffi's native module (tensorffi._native) is not built or cannot be loaded: "

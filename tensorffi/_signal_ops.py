@@ -24,7 +24,7 @@ hands itself to :func:`register`, which defines the operators once.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 __all__ = ["register"]
 
@@ -58,7 +58,7 @@ def _check(fn: str, sos: Any, x: Any, axis: int, zi: Any = None) -> int:
     _sig._check_sos(fn, sos)
     if x.dim() == 0:
         raise _sig.ShapeError(f"{fn}(): argument 'x' must be at least 1-D")
-    axis_n = _sig._normalize_axis(axis, x.dim())
+    axis_n: int = _sig._normalize_axis(axis, x.dim())
     if zi is not None and zi.dtype != x.dtype:
         raise _sig.DTypeError(f"{fn}(): argument 'zi' must have x's dtype {x.dtype}, got {zi.dtype}")
     return axis_n
@@ -76,7 +76,7 @@ def _empty_like_layout(x: Any, shape: Sequence[Any], order: Sequence[int]) -> An
 
 def _sosfilt(sos: Any, x: Any, axis: int = -1, zi: Any = None, threads: int | None = None) -> tuple[Any, Any]:
     _check("sosfilt", sos, x, axis, zi)
-    return _sig._sosfilt(sos, x, axis, zi, _sig._threads(threads))
+    return cast("tuple[Any, Any]", _sig._sosfilt(sos, x, axis, zi, _sig._threads(threads)))
 
 
 def _fake_sosfilt(sos: Any, x: Any, axis: int = -1, zi: Any = None, threads: int | None = None) -> tuple[Any, Any]:
@@ -110,7 +110,7 @@ def _fake_sosfilt_backward(
 
     axis_n = _check("sosfilt_backward", sos, x, axis, zi)
     _check("sosfilt_backward", sos, gy, axis_n, gzf)
-    torch._check(gy.shape == x.shape, lambda: "sosfilt_backward(): argument 'gy' must have x's shape")
+    torch._check(gy.shape == x.shape, lambda: "sosfilt_backward(): argument 'gy' must have x's shape")  # type: ignore[no-untyped-call]  # torch._check is untyped
     if zi is not None:
         _sig._check_zi("sosfilt_backward", axis, x, sos.shape[0], zi)
     _sig._check_zi("sosfilt_backward", axis, x, sos.shape[0], gzf)
@@ -200,7 +200,7 @@ def _pad(x3: Any, edge: int, padtype: str | None) -> Any:
 
 
 def _ntaps(sos: Any) -> int:
-    return 2 * sos.shape[0] + 1 - min(int((sos[:, 2] == 0).sum()), int((sos[:, 5] == 0).sum()))
+    return cast(int, 2 * sos.shape[0] + 1 - min(int((sos[:, 2] == 0).sum()), int((sos[:, 5] == 0).sum())))
 
 
 def _differentiable_sosfiltfilt(

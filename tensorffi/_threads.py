@@ -125,10 +125,10 @@ def get_num_threads() -> int:
     >>> tensorffi.get_num_threads() >= 1
     True
     """
-    n = _thread_state[0]
+    n: int | None = _thread_state[0]
     if n:
         return n
-    host = _thread_state[1]
+    host: int | None = _thread_state[1]
     if host is None:
         host, _thread_state[2] = _host_threads()
         _thread_state[1] = host
@@ -140,7 +140,7 @@ def get_num_threads() -> int:
         if mod is None:
             return host
         torch_threads = _torch_threads[0] = mod.get_num_threads
-    t = torch_threads()
+    t: int = torch_threads()
     return t if 0 < t < host else host
 
 

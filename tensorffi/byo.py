@@ -110,7 +110,7 @@ class _Deferred(Library):
             if type(self) is not _Deferred:
                 return  # another thread opened it
             args, kwargs = self.__dict__["_tf_opener"](self.__dict__["_tf_state"])
-            self.__class__ = Library
+            self.__class__ = Library  # type: ignore[assignment]  # the handle becomes the Library it opens
             try:
                 Library.__init__(self, *args, **kwargs)
             except BaseException:
@@ -449,6 +449,7 @@ def _skipped_text(name: str, skipped: list[str]) -> str:
     """What a header declares that is not bound, grouped by why (each entry of
     ``skipped`` is ``file:line: names: why``)."""
     by_reason: dict[str, list[str]] = {}
+    names: str | list[str]
     for entry in skipped:
         parts = entry.split(": ", 2)
         where, names, why = (parts + ["", ""])[:3] if len(parts) == 3 else ("", entry, "")

@@ -160,7 +160,7 @@ def touch(path: Path) -> None:
 
 
 def _modules(root: Path) -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     try:
         entries = list(os.scandir(root))
     except OSError:

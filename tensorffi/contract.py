@@ -196,6 +196,8 @@ class Contract:
 
 def _split_top(text: str) -> list[str]:
     """Split at commas outside brackets and parentheses."""
+    parts: list[str]
+    cur: list[str]
     parts, depth, cur = [], 0, []
     for ch in text:
         if ch in "[(":

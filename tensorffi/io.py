@@ -159,6 +159,7 @@ def _dedup(names: list[str]) -> list[str]:
     ``a`` becomes ``a.1`` (or ``a.2`` if the header has an ``a.1`` already)."""
     if len(set(names)) == len(names):
         return names
+    counts: dict[str, int]
     out, counts, taken = list(names), {}, set(names)
     for i, col in enumerate(names):
         cur = counts.get(col, 0)
@@ -279,7 +280,7 @@ _KERNELS: dict[Any, str] = {
     "half": "f16",
 }
 _TORCH = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16}
-_NUMPY = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64), "f16": np.dtype(np.float16)}
+_NUMPY: dict[str, np.dtype[Any]] = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64), "f16": np.dtype(np.float16)}
 _RAW = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64), "f16": np.dtype(np.uint16), "bf16": np.dtype(np.uint16)}
 
 
@@ -434,6 +435,7 @@ def read_csv(
 
     if progress is not None and progress is not False and progress is not True and not callable(progress):
         raise TypeError(f"progress must be True, False, None or a callable(done, total), got {progress!r}")
+    buf: np.ndarray | _Blocks
     if type(source) is bytes:
         if len(source) <= _SMALL_BYTES and usecols is None and not progress and _CHUNK_BYTES is None:
             # small text: straight to C (the bridge reads bytes as they are)
@@ -698,7 +700,7 @@ def _small_meta() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     return views
 
 
-def _call(fn: Callable[..., Any], where: tuple[np.ndarray, str, np.ndarray], *args: Any,
+def _call(fn: Callable[..., Any], where: tuple[np.ndarray | bytes, str, np.ndarray], *args: Any,
           scope: CallbackScope | None = None, **kwargs: Any) -> Any:
     """Call a parse kernel; a TF_EPARSE status becomes a ParseError with its position.
 
@@ -710,7 +712,7 @@ def _call(fn: Callable[..., Any], where: tuple[np.ndarray, str, np.ndarray], *ar
         raise _parse_error(exc, buf, name, errinfo) from None
 
 
-def _parse_error(exc: NativeError, buf: np.ndarray, name: str, errinfo: np.ndarray) -> ParseError:
+def _parse_error(exc: NativeError, buf: np.ndarray | bytes, name: str, errinfo: np.ndarray) -> ParseError:
     offset, line, column, tb, te = (int(v) for v in errinfo)
     message = str(exc).removesuffix(" [TF_EPARSE]")
     # "tf_parse_fill_f32: line ..." -> "<source>: line ..."
@@ -734,7 +736,7 @@ def _looks_like_header(spans: np.ndarray) -> bool:
     return has_text and not has_number
 
 
-def _field_text(buf: np.ndarray, span: np.ndarray) -> str:
+def _field_text(buf: np.ndarray | bytes, span: np.ndarray) -> str:
     begin, end, flags = (int(v) for v in span)
     text = bytes(buf[begin:end]).decode("utf-8")  # checked by C already
     if flags & 2:
@@ -1162,13 +1164,13 @@ class _FileBlocks(_Blocks):
             if self.scratch.shape[0] < n or self.scratch.shape[0] > 4 * n:  # grown for a long record: shrink
                 self.scratch = np.empty(n, dtype=np.uint8)
             try:
-                got = self.readinto(memoryview(self.scratch)[:n])
+                got = self.readinto(memoryview(self.scratch)[:n])  # type: ignore[arg-type]  # numpy declares the buffer protocol for 3.12+
             except _stdio.UnsupportedOperation:
                 plain = getattr(self.f, "readinto", None)
                 if self.readinto == plain or plain is None:
                     raise
                 self.readinto = plain
-                got = self.readinto(memoryview(self.scratch)[:n])
+                got = self.readinto(memoryview(self.scratch)[:n])  # type: ignore[arg-type]
             if got is None:
                 raise ValueError(f"iter_csv: {self.name} is a non-blocking stream with no data ready; "
                                  "iter_csv needs blocking reads")
@@ -1325,7 +1327,7 @@ class CSVChunks:
             if handle is not None:
                 handle.close()
         finally:
-            blocks, self._blocks = self._blocks, None
+            blocks, self._blocks = self._blocks, None  # type: ignore[assignment]  # None once closed, read only while open
             if blocks is not None:
                 blocks.close()
 
@@ -1578,7 +1580,7 @@ def _worker_range(path: str, opts: _Options, layout: _Layout, worker: int, worke
     return int(bounds[0]), int(bounds[1]), int(lines[0]), int(rows[0])
 
 
-class CSVDataset(torch.utils.data.IterableDataset):
+class CSVDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]  # of chunks: tensors or tuples
     """A CSV file as a ``torch.utils.data.IterableDataset`` of chunks (see
     :func:`iter_csv`), split between DataLoader workers.
 

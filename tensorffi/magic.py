@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
+from typing import Any, cast
 
 from IPython.core import magic_arguments
 from IPython.core.error import UsageError
@@ -162,7 +162,7 @@ def _module_key(lib: Any) -> str | None:
     """The cache key of the module a compile() Library was opened from."""
     reopen = lib.__dict__.get("_reopen")
     try:
-        return reopen[1][1]["key"]  # (_deferred, (opener, state, description), {})
+        return cast("str | None", reopen[1][1]["key"])  # (_deferred, (opener, state, description), {})
     except (TypeError, IndexError, KeyError):  # pragma: no cover - not a compile() handle
         return None
 
@@ -333,7 +333,7 @@ class TensorFFIMagics(Magics):
             self.shell.push({args.name: lib})
         if args.quiet and not warnings:
             return None
-        manifest = _cache.read_json(_cache.directory() / f"{key[0]}.json") if key[0] else None
+        manifest: Any = _cache.read_json(_cache.directory() / f"{key[0]}.json") if key[0] else None
         cached = bool(manifest) and manifest.get("created", 0) < start
         how = "from the cache" if cached else "compiled"
         names = ", ".join(functions) + (f"; the Library as {args.name}" if args.name else "")

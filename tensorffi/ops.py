@@ -72,7 +72,7 @@ import re
 import threading
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 
 import numpy as np
 import torch
@@ -173,7 +173,7 @@ def operators() -> dict[str, Operator]:
 def _library(namespace: str) -> torch.library.Library:
     lib = _libraries.get(namespace)
     if lib is None:
-        lib = _libraries[namespace] = torch.library.Library(namespace, "FRAGMENT")
+        lib = _libraries[namespace] = torch.library.Library(namespace, "FRAGMENT")  # type: ignore[no-untyped-call]  # torch.library is untyped
     return lib
 
 
@@ -298,7 +298,7 @@ def define(
         if qualname in _operators:
             raise ContractError(f"operator {qualname} is already registered")
         lib = _library(ns)
-        lib.define(name + rest, tags=(torch.Tag.pt2_compliant_tag,))
+        lib.define(name + rest, tags=(torch.Tag.pt2_compliant_tag,))  # type: ignore[no-untyped-call]  # torch.library is untyped
         op = getattr(getattr(torch.ops, ns), name).default
 
         # CPU kernel. An in-place operator refuses while autograd would need to see
@@ -315,13 +315,13 @@ def define(
                 {"_ge": _grad_enabled, "_anyg": _any_requires_grad, "_impl": impl,
                  "_refuse": _refuser(qualname, tensors)},
             )
-        lib.impl(name, cpu_impl, "CPU")
+        lib.impl(name, cpu_impl, "CPU")  # type: ignore[no-untyped-call]  # torch.library is untyped
         if not tensors:
             # No tensor argument to take the backend from (a factory like iota).
-            lib.impl(name, cpu_impl, "BackendSelect")
+            lib.impl(name, cpu_impl, "BackendSelect")  # type: ignore[no-untyped-call]
         torch.library.register_fake(qualname, fake, lib=lib)
         if tensors and (tensor_returns or backward is not None):
-            lib.impl(name, _autograd_kernel(qualname, op, args, impl, backward, setup_context, differentiable), "Autograd")
+            lib.impl(name, _autograd_kernel(qualname, op, args, impl, backward, setup_context, differentiable), "Autograd")  # type: ignore[no-untyped-call]
         operator = Operator(qualname, f"{qualname}{rest}", _backward_op, mutated)
         _operators[qualname] = operator
     return operator
@@ -410,11 +410,11 @@ def _autograd_kernel(
             raise RuntimeError(f"{qualname}: backward returned {len(result)} gradients for {nargs} inputs")
         return result
 
-    fn_cls = type(
+    fn_cls = cast("type[torch.autograd.Function]", type(
         "TensorFFIBackward_" + qualname.replace("::", "_"),
         (torch.autograd.Function,),
         {"forward": staticmethod(fwd), "backward": staticmethod(bwd)},
-    )
+    ))
     ns.update(_apply=fn_cls.apply, _refuse=_refuser(qualname, tensors), _composite=differentiable)
     apply_args = ", ".join(a.name for a in args)
     # An operator that writes its arguments cannot record history (autograd cannot
@@ -556,7 +556,7 @@ def register(
     if backward is not None and setup_context is None:
         backward_op, setup_context, backward = _c_backward(name, args, outs, backward, hidden_fns)
     return define(
-        schema, impl, fake=rule, backward=backward, setup_context=setup_context,
+        schema, impl, fake=rule, backward=backward, setup_context=setup_context,  # type: ignore[arg-type]  # C variants became one above
         _backward_op=backward_op, _guarded=True,
     )
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._decl import _SIZED, ELEMENT_DTYPES, CFunction
-from .contract import CallbackSpec, Contract, Dim, Fill
+from .contract import ArraySpec, CallbackSpec, Contract, Dim, Fill
 from .errors import ContractError
 
 RETURNS = ("status", "count", "value", "none", "handle")
@@ -207,6 +207,8 @@ def build_plan(
                       | contract.unsized):
         if key not in names:
             raise fail(f"the contract names '{key}', which is not a parameter of {decl.text}")
+    spec: ArraySpec | None
+    fill: Fill | None
     for key, spec in contract.arrays.items():
         if key not in names:
             raise fail(f"the contract names '{key}', which is not a parameter of {decl.text}", spec.clause)

@@ -81,7 +81,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 import torch
@@ -241,7 +241,7 @@ def _user_dtype(fn: str, dtype: Any, promoted: str) -> str:
     if isinstance(dtype, torch.dtype):
         if dtype not in _TORCH_TO_NUMPY or dtype in (torch.bfloat16,):
             raise DTypeError(f"{fn}(): dtype must be float32, float64, complex64 or complex128, got {dtype}")
-        want = _TORCH_TO_NUMPY[dtype].name
+        want: str = _TORCH_TO_NUMPY[dtype].name
     else:
         try:
             want = np.dtype(dtype).name
@@ -273,7 +273,7 @@ def _as_numpy(a: Any) -> np.ndarray:
     t = a.detach()
     if t.dtype is torch.bfloat16 or t.dtype is torch.float16:
         t = t.float()
-    return t.cpu().resolve_conj().resolve_neg().numpy()
+    return cast(np.ndarray, t.cpu().resolve_conj().resolve_neg().numpy())
 
 
 def _in_kind(fn: str, name: str, a: Any, torch_kind: bool) -> Any:
@@ -386,8 +386,8 @@ _SOS_CACHE_SIZE = 64
 def _sos_array(sos: Any, fn: str) -> np.ndarray:
     """sos as a checked 2-D NumPy array of shape (n_sections, 6)."""
     if type(sos) is _ndarray and sos.ndim == 2 and sos.shape[1] == 6 and sos.dtype.kind in "fc":
-        return sos
-    arr = _in_kind(fn, "sos", sos, False)
+        return cast(np.ndarray, sos)
+    arr: np.ndarray = _in_kind(fn, "sos", sos, False)
     if arr.ndim < 2:
         arr = arr.reshape(1, -1)
     _check_sos(fn, arr)
@@ -445,7 +445,7 @@ def _sos64(sos: Any) -> Any:
             sos.detach().resolve_neg().to(torch.float64).contiguous()
     c = (_SOS64_NP if numpy_kind else _SOS64).get(key)
     if c is None:
-        cache = _SOS64_NP if numpy_kind else _SOS64
+        cache: "OrderedDict[Any, Any]" = _SOS64_NP if numpy_kind else _SOS64
         c = cache[key] = np.ascontiguousarray(sos, np.float64) if numpy_kind else \
             sos.detach().to(torch.float64).contiguous()
         if len(cache) > _SOS_CACHE_SIZE:
@@ -670,7 +670,7 @@ def _sosfilt(sos: Any, x: Any, axis: Any, zi: Any, nthreads: int, fn: str = "sos
 def _complex_view(a: Any) -> Any:
     """The inverse of _parts: reals ``[..., 2 * m]`` as complex ``[..., m]`` (a view)."""
     if isinstance(a, _Tensor):
-        return torch.view_as_complex(a.unflatten(-1, (-1, 2)))
+        return torch.view_as_complex(a.unflatten(-1, (-1, 2)))  # type: ignore[no-untyped-call]  # Tensor.unflatten is untyped
     return a.view(np.complex64 if a.dtype == np.float32 else np.complex128)
 
 
@@ -794,11 +794,11 @@ def sosfilt(
     if torch_kind:
         if threads is not None:
             resolve_threads(threads)  # checked now; resolved when the operator runs
-        dt = _NUMPY_TO_TORCH[name]
+        dt: Any = _NUMPY_TO_TORCH[name]  # a torch dtype here, a NumPy one below
         if x.dtype is not dt:
             x = x.to(dt)
         if zi is not None and zi.dtype is not dt:
-            zi = zi.to(dt)
+            zi = zi.to(dt)  # type: ignore[union-attr]  # a tensor in the torch kind
         if sos.dtype not in _TORCH_COMPUTE:
             sos = sos.to(torch.float64)  # integers, bool, half precision
         elif sos.dtype.is_complex:
@@ -1020,6 +1020,8 @@ class SOSFilter(torch.nn.Module):
     >>> y.shape, filt.sos.shape
     (torch.Size([3, 100]), torch.Size([2, 6]))
     """
+
+    state: torch.Tensor | None  # a buffer: the stream's final states
 
     def __init__(
         self,

@@ -41,7 +41,7 @@ import inspect
 import os
 import sys
 from array import array
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -95,6 +95,8 @@ def _torch_facts(torch: Any) -> tuple[Any, ...] | str:
 
 
 def _numpy_facts(names: tuple[str, ...]) -> tuple[Any, ...]:
+    dtypes: list[np.dtype[Any] | None]
+    nums: list[tuple[int, ...]]
     dtypes, nums = [], []
     chars = "?bBhHiIlLqQefdgFDG"
     for name in names:
@@ -122,7 +124,7 @@ def configure() -> None:
         STATE.reason = "off (TENSORFFI_BRIDGE=python)"
         return
     try:
-        from .. import _native  # type: ignore[attr-defined]
+        from .. import _native
     except ImportError as exc:  # pragma: no cover - tensorffi._lib explains a broken install
         STATE.reason = f"off (no native module: {exc})"
         return
@@ -317,7 +319,7 @@ def encode(plan: Plan, ffi: Any, kernel: tuple[list[str], dict[str, Any]] | None
     sym = {s: i for i, s in enumerate(sorted(plan.contract.symbols))}
     by_name = plan.by_name
     words = [VERSION, len(plan.params), len(sym), len(names), npos, RETURN_CODES[plan.returns],
-             _result_code(ffi, plan), flags, len(plan.free_sizes), len(plan.fill_order), nreq, len(hidden_names),
+             cast(int, _result_code(ffi, plan)), flags, len(plan.free_sizes), len(plan.fill_order), nreq, len(hidden_names),
              value_code]
     for p in plan.params:
         if p.kind == "array":
@@ -336,7 +338,7 @@ def encode(plan: Plan, ffi: Any, kernel: tuple[list[str], dict[str, Any]] | None
                     and f.dim.factor == 1:
                 alias = sym[f.dim.symbols[0]]
             kind = 0 if f is None else FILL_DIM if f.dim is not None else FILL_NUMEL
-            numel = by_name[f.numel_of].index if kind == FILL_NUMEL else -1  # type: ignore[index]
+            numel = by_name[f.numel_of].index if kind == FILL_NUMEL else -1  # type: ignore[union-attr, index]
             words += [2, where[p.pyname], int(hi > _INT64_MAX), lo, hi if hi <= _INT64_MAX else hi - (1 << 64),
                       sym[p.name] if p.is_symbol else -1, alias, kind, numel]
             if kind == FILL_DIM:
