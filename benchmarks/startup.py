@@ -27,6 +27,8 @@ CASES = {
     "tensorffi --help": "import sys; from tensorffi.__main__ import main; sys.argv = ['tensorffi', '--help']; main()",
     "import tensorffi": "import tensorffi",
     "read_csv(like=numpy)": "import tensorffi, numpy; tensorffi.io.read_csv(b'1,2\\n', header=None, like=numpy)",
+    "sosfilt(numpy)": "import numpy, tensorffi.signal as s; s.sosfilt(numpy.array([[1.0, 0, 0, 1, -0.5, 0]]), numpy.ones(8))",
+    "import torch, tensorffi.io (torch users)": "import torch, tensorffi.io",
 }
 # after the case ran (argparse exits: so in atexit), whether torch was imported, on stderr
 PROBE = "import atexit, sys\natexit.register(lambda: sys.stderr.write('\\nTORCH=%d' % ('torch' in sys.modules)))\n"

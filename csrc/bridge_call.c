@@ -543,12 +543,16 @@ static void tfb_free_block(tfb_DLMTV *m) {
 }
 
 /* A new C-contiguous CPU tensor, through the exchange API: its memory is freed by
- * torch (the deleter) when the tensor dies. About a third cheaper than torch.empty. */
+ * torch (the deleter) when the tensor dies. About a third cheaper than torch.empty.
+ * NULL with no exception where torch is not configured yet (not imported): the
+ * Python path allocates it, importing torch. */
 static PyObject *tfb_new_tensor(int code, int rank, const int64_t *shape, char **addr) {
     struct block {
         tfb_DLMTV m;
         int64_t shape[TFB_MAX_RANK], strides[TFB_MAX_RANK];
     } *b;
+    if (!cfg.torch_ok)
+        return NULL;
     int64_t numel = 1;
     for (int k = 0; k < rank; k++)
         if (__builtin_mul_overflow(numel, shape[k], &numel))
@@ -1524,9 +1528,10 @@ static PyObject *bridge_configure(PyObject *module, PyObject *args) {
     PyObject *tf, *nf;
     if (!PyArg_ParseTuple(args, "OO:bridge_configure", &tf, &nf))
         return NULL;
-    if (cfg.torch_ok || cfg.numpy_ok) /* once per process: the module's state is written once */
-        return Py_BuildValue("(ii)", cfg.torch_ok, cfg.numpy_ok);
-    if (tf != Py_None) {
+    /* Each part once per process (the module's state is written once): NumPy's at the
+     * first bound function, torch's once torch has been imported (maybe much later;
+     * NativeCall objects made before read tensors from then on). */
+    if (tf != Py_None && !cfg.torch_ok) {
         PyObject *tensor, *param, *storage, *cap, *neg, *conj, *ust, *sdp, *rg, *ver, *bump;
         if (!PyArg_ParseTuple(tf, "O!O!O!OOOOOOOO:torch facts", &PyType_Type, &tensor, &PyType_Type, &param,
                               &PyType_Type, &storage, &cap, &neg, &conj, &ust, &sdp, &rg, &ver, &bump))
@@ -1556,7 +1561,7 @@ static PyObject *bridge_configure(PyObject *module, PyObject *args) {
         cfg.bump = bump;
         cfg.torch_ok = 1;
     }
-    if (nf != Py_None) {
+    if (nf != Py_None && !cfg.numpy_ok) {
         PyObject *nd, *empty, *dtypes, *nums, *probe, *facts;
         int native;
         if (!PyArg_ParseTuple(nf, "O!OO!O!COO!:numpy facts", &PyType_Type, &nd, &empty, &PyTuple_Type, &dtypes,

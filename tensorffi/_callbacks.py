@@ -14,9 +14,9 @@ import inspect
 from typing import Any, Callable
 
 import numpy as np
-import torch
 
 from ._lib import ffi, lib
+from ._torch import T
 from .errors import StorageChangedError
 
 ProgressArg = "bool | Callable[[int, int], object] | None"
@@ -150,7 +150,7 @@ def _storage_guards(args: tuple[Any, ...]) -> list[tuple[Any, int, int, str]]:
         base = value
         while isinstance(base, np.ndarray) and base.base is not None:
             base = base.base
-        if isinstance(base, torch.Tensor):
+        if isinstance(base, T.Tensor):
             storage = base.untyped_storage()
             what = f"{name} ({type(value).__name__} of shape {tuple(value.shape)})"
             guards.append((storage, storage.data_ptr(), storage.nbytes(), what))

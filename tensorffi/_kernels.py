@@ -18,9 +18,9 @@ import operator
 from typing import Any, Callable
 
 import numpy as np
-import torch
 
 from ._lib import lib, native
+from ._torch import T
 from .errors import ArgumentOverflowError, ArgumentTypeError, DTypeError
 
 #: Suffix of a native function's name -> the dtype it computes in.
@@ -74,7 +74,7 @@ def constants(prefix: str) -> dict[str, int]:
 
 def kind_of(x: Any) -> str | None:
     """``"torch"`` for a tensor, ``"numpy"`` for an ndarray, else None."""
-    if isinstance(x, torch.Tensor):
+    if isinstance(x, T.Tensor):
         return "torch"
     if isinstance(x, np.ndarray):
         return "numpy"
@@ -140,12 +140,27 @@ def require_dtype(fname: str, name: str, x: Any, allowed: tuple[str, ...]) -> st
     return dt
 
 
-_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
-_grad_enabled = torch.is_grad_enabled
-_dispatch_modes = torch._C._len_torch_dispatch_stack
-_function_modes = torch._C._is_torch_function_mode_enabled
-_functorch_active = torch._C._are_functorch_transforms_active
-_compiling = torch.compiler.is_compiling
+def _bind_torch() -> bool:
+    """torch's dispatch-state queries, bound at the first :func:`eager_plain` call (there
+    is a tensor then, so torch is imported): the module never imports torch itself."""
+    global _PLAIN_TYPES, _grad_enabled, _dispatch_modes, _function_modes, _functorch_active, _compiling
+    import torch
+
+    _PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+    _grad_enabled = torch.is_grad_enabled
+    _dispatch_modes = torch._C._len_torch_dispatch_stack
+    _function_modes = torch._C._is_torch_function_mode_enabled
+    _functorch_active = torch._C._are_functorch_transforms_active
+    _compiling = torch.compiler.is_compiling
+    return bool(_compiling())
+
+
+_PLAIN_TYPES: tuple[type, ...] = ()
+_grad_enabled: Callable[[], bool] = bool
+_dispatch_modes: Callable[[], int] = int
+_function_modes: Callable[[], bool] = bool
+_functorch_active: Callable[[], bool] = bool
+_compiling: Callable[[], bool] = _bind_torch  # the first call binds them all
 
 
 def eager_plain(*tensors: Any) -> bool:

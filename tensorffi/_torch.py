@@ -29,9 +29,9 @@ import importlib
 import sys
 import threading
 import warnings
-from typing import Any
+from typing import Any, Callable
 
-__all__ = ["loaded", "register_operators", "install_hook", "OPERATOR_MODULES"]
+__all__ = ["loaded", "register_operators", "install_hook", "when_imported", "OPERATOR_MODULES", "T", "is_dtype"]
 
 #: The modules that define ``torch.ops.tensorffi.*``, in order.
 OPERATOR_MODULES = ("tensorffi.core", "tensorffi.signal", "tensorffi.physics")
@@ -43,6 +43,52 @@ _lock = threading.RLock()
 def loaded() -> Any:
     """The torch module if it has been imported (by anyone), else None: never imports it."""
     return sys.modules.get("torch")
+
+
+class _Absent:
+    """Stands for a torch class before torch is imported: no object is an instance of it."""
+
+
+#: torch's classes that type tests name: until torch is imported they are :class:`_Absent`
+_TYPES = {"Tensor": ("Tensor",), "Parameter": ("nn", "Parameter"), "dtype": ("dtype",)}
+
+
+class _LazyTorch:
+    """``torch``, imported when first used: ``T.empty``, ``T.float32``, ``T._C`` import torch
+    on first access and keep the attribute on this object (later lookups cost an
+    instance-dict lookup). ``T.Tensor``, ``T.Parameter`` and ``T.dtype`` never import
+    it: before torch is imported they are a class nothing is an instance of (a tensor
+    cannot exist before its module does), so ``isinstance(v, T.Tensor)`` is free for
+    NumPy-only use."""
+
+    def __getattr__(self, name: str) -> Any:
+        path = _TYPES.get(name)
+        if path is not None:
+            value: Any = sys.modules.get("torch")
+            for part in path:  # (torch may be importing: torch.nn not there yet)
+                value = getattr(value, part, None)
+            if value is None:
+                return _Absent
+        else:
+            if name.startswith("__"):
+                raise AttributeError(name)  # copy, pickle and friends probe dunders
+            import torch
+
+            value = getattr(torch, name)
+        setattr(self, name, value)
+        return value
+
+    def __repr__(self) -> str:
+        return "<torch, imported when first used>"
+
+
+T: Any = _LazyTorch()
+
+
+def is_dtype(dt: Any, name: str) -> bool:
+    """Whether ``dt`` is torch's dtype ``name`` ("bool"), without importing torch."""
+    torch = sys.modules.get("torch")
+    return torch is not None and dt is getattr(torch, name, None)
 
 
 def register_operators() -> None:
@@ -63,7 +109,32 @@ def register_operators() -> None:
         _remove_hook()
 
 
+def when_imported(fn: Callable[[Any], None]) -> None:
+    """Call ``fn(torch)`` now if torch is imported, else as soon as its import completes
+    (before any tensor can exist): how a module fills its torch tables (dtypes, the
+    native call path's configuration) without importing torch."""
+    with _lock:
+        torch = loaded()
+        if torch is None:
+            _waiting.append(fn)
+            return
+    fn(torch)
+
+
+_waiting: list[Callable[[Any], None]] = []
+
+
 def _after_torch() -> None:
+    with _lock:
+        calls = list(_waiting)
+        _waiting.clear()
+    torch = loaded()
+    for fn in calls:
+        try:
+            fn(torch)
+        except Exception as exc:  # noqa: BLE001 - must not make `import torch` fail
+            warnings.warn(f"tensorffi could not prepare for torch ({getattr(fn, '__qualname__', fn)}): "
+                          f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
     with _lock:
         if _state["registered"]:
             return

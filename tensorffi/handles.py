@@ -48,13 +48,16 @@ import ctypes
 import mmap
 import threading
 import weakref
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import cffi
 import numpy as np
-import torch
 
+from ._torch import T
 from .errors import ArgumentTypeError, HandleClosedError, LayoutError, NativeError
+
+if TYPE_CHECKING:
+    import torch
 
 _FFI = cffi.FFI()
 
@@ -137,7 +140,7 @@ class _State:
         with self.lock:
             if self.tensors is None:
                 self.tensors = tuple(obj for _, obj in self.kept.values()
-                                     if isinstance(obj, Kept) and isinstance(obj.value, torch.Tensor))
+                                     if isinstance(obj, Kept) and isinstance(obj.value, T.Tensor))
             return self.tensors
 
     def written_kept(self) -> list[torch.Tensor]:
@@ -275,7 +278,7 @@ class Handle:
         return st.enter(where)
 
 
-def buffer(shape: Any, dtype: Any = torch.float32, *, pin: bool = False, like: str = "torch") -> Any:
+def buffer(shape: Any, dtype: Any = "float32", *, pin: bool = False, like: str = "torch") -> Any:
     """A zeroed, page-aligned buffer that C may keep between calls.
 
     Its memory is a block the bridge allocated and can recognise, so it is the memory
@@ -290,8 +293,8 @@ def buffer(shape: Any, dtype: Any = torch.float32, *, pin: bool = False, like: s
     [0.0, 0.0, 0.0, 0.0]
     """
     shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
-    if isinstance(dtype, torch.dtype):
-        np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
+    if isinstance(dtype, T.dtype):
+        np_dtype = T.empty(0, dtype=dtype).numpy().dtype
     else:
         np_dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
@@ -317,7 +320,7 @@ def buffer(shape: Any, dtype: Any = torch.float32, *, pin: bool = False, like: s
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return torch.from_numpy(arr)
+        return T.from_numpy(arr)
 
 
 # --------------------------------------------------------------------------- #
@@ -371,7 +374,7 @@ class Kept:
 def kept_block(value: Any, address: int, where: str) -> Any:
     """What a handle must hold for an array C keeps: the :func:`buffer` block it lies
     in; anything else is refused, saying why its memory could move."""
-    if isinstance(value, torch.Tensor):
+    if isinstance(value, T.Tensor):
         nbytes = value.numel() * value.element_size()
     elif isinstance(value, np.ndarray):
         nbytes = value.nbytes
@@ -382,7 +385,7 @@ def kept_block(value: Any, address: int, where: str) -> Any:
     block = _block_of(address, nbytes)
     if block is not None:
         return block
-    if isinstance(value, torch.Tensor):
+    if isinstance(value, T.Tensor):
         st = value.untyped_storage()
         if st.resizable():
             why = "an ordinary tensor's storage can be resized or freed"

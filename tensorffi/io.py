@@ -50,19 +50,20 @@ import mmap
 import os
 import stat as _stat
 import re
+import sys
 import threading
 import warnings
 import weakref
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
-import torch
 
 from ._bridge import lower as _lower
 from ._callbacks import CallbackScope
 from ._lib import native
 from ._threads import resolve_threads
+from ._torch import T
 from .errors import (
     ArgumentOverflowError,
     TensorFFIError,
@@ -263,11 +264,8 @@ def _flags_under(xo: "_ReaderOptions | None", buf: np.ndarray, spans: np.ndarray
     return spans
 
 # Accepted dtype spellings -> the kernel (tf_parse_fill_<kernel>) that writes them.
+# (torch's dtypes are added as they are first seen: torch is not imported for them)
 _KERNELS: dict[Any, str] = {
-    torch.float32: "f32",
-    torch.float64: "f64",
-    torch.float16: "f16",
-    torch.bfloat16: "bf16",
     np.dtype(np.float32): "f32",
     np.dtype(np.float64): "f64",
     np.dtype(np.float16): "f16",
@@ -279,7 +277,8 @@ _KERNELS: dict[Any, str] = {
     "double": "f64",
     "half": "f16",
 }
-_TORCH = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16}
+#: the kernels' element types by name (torch's dtype names: T.<name> is the dtype)
+_TORCH = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat16"}
 _NUMPY: dict[str, np.dtype[Any]] = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64), "f16": np.dtype(np.float16)}
 _RAW = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64), "f16": np.dtype(np.uint16), "bf16": np.dtype(np.uint16)}
 
@@ -287,7 +286,7 @@ _RAW = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64), "f16": np.dtyp
 def read_csv(
     source: Any,
     *,
-    dtype: Any = torch.float32,
+    dtype: Any = "float32",
     delimiter: str = ",",
     header: bool | str | None = "auto",
     skiprows: int = 0,
@@ -395,7 +394,7 @@ def read_csv(
     (True, 0.10000000149011612)
     """
     # Arguments (the common spellings first: small inputs make this cost visible).
-    kernel = _KERNELS.get(dtype) if isinstance(dtype, (torch.dtype, str)) else None
+    kernel = _KERNELS.get(dtype) if isinstance(dtype, (T.dtype, str)) else None
     if kernel is None:
         kernel = _kernel_for(dtype)
     want_numpy = False if like is None else _wants_numpy(like)
@@ -602,7 +601,7 @@ def _read_stream(blocks: "_Blocks", opts: "_Options", progress: Any, return_name
     if len(parts) == 1:
         table = parts[0]
     elif parts:
-        table = np.concatenate(parts) if opts.want_numpy else torch.cat(parts)
+        table = np.concatenate(parts) if opts.want_numpy else T.cat(parts)
     else:
         table = _allocate(opts.kernel, opts.want_numpy, 0, layout.cols)[1]
     return (table, None if layout.names is None else list(layout.names)) if return_names else table
@@ -611,7 +610,7 @@ def _read_stream(blocks: "_Blocks", opts: "_Options", progress: Any, return_name
 class _HeldStorage:
     """A source tensor's storage, held for the whole call, and its extent then."""
 
-    def __init__(self, tensor: torch.Tensor) -> None:
+    def __init__(self, tensor: "torch.Tensor") -> None:
         self.storage = tensor.untyped_storage()
         self.extent = (self.storage.data_ptr(), self.storage.nbytes())
 
@@ -633,7 +632,8 @@ def _read_small(
     views = getattr(_meta, "views", None)
     meta, info, errinfo, spans = views if views is not None else _small_meta()
     need = len(buf) - start + 1
-    to_tensor = not want_numpy and _tensor_copy is not None
+    tcopy = None if want_numpy else (_tensor_copy[0] or _tensor_copier())
+    to_tensor = tcopy is not None
     if to_tensor and need <= _SCRATCH_VALUES:
         # the values are copied into the result: parse into this thread's scratch buffer
         out = getattr(_meta, kernel, None)
@@ -665,7 +665,7 @@ def _read_small(
     if to_tensor:
         # a tensor of the exact size, filled from the buffer (cheaper than trimming it
         # and wrapping it with torch.from_numpy)
-        result: Any = _tensor_copy(out, _TORCH_CODE[kernel], (rows, cols))
+        result: Any = tcopy(out, _TORCH_CODE[kernel], (rows, cols))  # type: ignore[misc]
         return (result, names) if return_names else result
     try:
         out.resize((rows, cols), refcheck=True)  # realloc: gives back the unused part of the bound
@@ -674,17 +674,23 @@ def _read_small(
     if want_numpy:
         result = out.view(np.float16) if kernel == "f16" else out
     else:
-        result = torch.from_numpy(out)
+        result = T.from_numpy(out)
         if kernel in ("f16", "bf16"):
-            result = result.view(_TORCH[kernel])
+            result = result.view(getattr(T, _TORCH[kernel]))
     return (result, names) if return_names else result
 
 
 _meta = threading.local()
 #: values a thread's scratch buffer for small tables holds (16 KiB of input or less)
 _SCRATCH_VALUES = 16 << 10
-_tensor_copy = _lower.tensor_copy()  # None where the native call path is off
-_TORCH_CODE = {k: _lower.dtype_code(str(v).removeprefix("torch.")) for k, v in _TORCH.items()}
+#: bridge_tensor_copy, once the native path reads torch tensors (torch imported; else None)
+_tensor_copy: list[Any] = [None]
+_TORCH_CODE = {k: _lower.dtype_code(v) for k, v in _TORCH.items()}
+
+
+def _tensor_copier() -> Any:
+    _tensor_copy[0] = copy = _lower.tensor_copy()  # (None where the native call path is off)
+    return copy
 
 
 def _small_meta() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -803,9 +809,9 @@ def _allocate(kernel: str, want_numpy: bool, rows: int, cols: int) -> tuple[Any,
         out = np.empty((rows, cols), dtype=_NUMPY[kernel])
         return out, out
     if kernel in ("f16", "bf16"):
-        raw_t = torch.empty((rows, cols), dtype=torch.uint16)
-        return raw_t, raw_t.view(_TORCH[kernel])
-    out_t = torch.empty((rows, cols), dtype=_TORCH[kernel])
+        raw_t = T.empty((rows, cols), dtype=T.uint16)
+        return raw_t, raw_t.view(getattr(T, _TORCH[kernel]))
+    out_t = T.empty((rows, cols), dtype=getattr(T, _TORCH[kernel]))
     return out_t, out_t
 
 
@@ -813,12 +819,16 @@ def _kernel_for(dtype: Any) -> str:
     key = dtype
     if isinstance(dtype, str):
         key = dtype.lower().removeprefix("torch.")
-    elif not isinstance(dtype, torch.dtype):
+    elif isinstance(dtype, T.dtype):
+        key = str(dtype).removeprefix("torch.")
+    else:
         try:
             key = np.dtype(dtype)
         except TypeError:
             key = None
     kernel = _KERNELS.get(key) if key is not None else None
+    if kernel is not None and isinstance(dtype, T.dtype):
+        _KERNELS[dtype] = kernel  # the next call finds it at once
     if kernel is None:
         raise TypeError(f"read_csv: dtype must be float32, float64, float16 or bfloat16, got {dtype!r}")
     return kernel
@@ -828,9 +838,11 @@ def _wants_numpy(like: Any) -> bool:
     # arrays first: `array == "torch"` compares element by element
     if isinstance(like, np.ndarray):
         return True
-    if isinstance(like, torch.Tensor):
+    if isinstance(like, T.Tensor):
         return False
-    if like is None or like is torch or like is torch.Tensor or (isinstance(like, str) and like == "torch"):
+    torch = sys.modules.get("torch")  # (a module or class named torch is torch's: never imported here)
+    if like is None or (torch is not None and (like is torch or like is torch.Tensor)) or (
+            isinstance(like, str) and like == "torch"):
         return False
     if like is np or like is np.ndarray or (isinstance(like, str) and like == "numpy"):
         return True
@@ -866,7 +878,7 @@ def _as_buffer(source: Any) -> tuple["np.ndarray | _Blocks", str, "_HeldStorage 
     An input without a size to map (a pipe, a device, a /proc file, a GzipFile) comes
     back as its blocks, to be streamed."""
     buf, name = _as_array(source, streams=True)
-    held = _HeldStorage(source) if isinstance(source, torch.Tensor) else None
+    held = _HeldStorage(source) if isinstance(source, T.Tensor) else None
     return buf, name, held
 
 
@@ -897,8 +909,8 @@ def _as_array(source: Any, streams: bool = False) -> tuple["np.ndarray | _Blocks
         if source.dtype != np.uint8 or source.ndim != 1:
             raise TypeError(f"an array source must be 1-D uint8 text, got dtype {source.dtype}, shape {source.shape}")
         return np.ascontiguousarray(source), "<array>"
-    if isinstance(source, torch.Tensor):
-        if source.dtype != torch.uint8 or source.dim() != 1 or source.device.type != "cpu":
+    if isinstance(source, T.Tensor):
+        if source.dtype != T.uint8 or source.dim() != 1 or source.device.type != "cpu":
             raise TypeError(f"a tensor source must be a 1-D uint8 CPU tensor, got {source.dtype}, {tuple(source.shape)}")
         return source.contiguous().numpy(), "<tensor>"
     if isinstance(source, _stdio.TextIOBase):
@@ -1198,8 +1210,8 @@ def _open_blocks(source: Any) -> _Blocks:
         except BaseException:
             f.close()
             raise
-    if isinstance(source, torch.Tensor):
-        if source.dtype != torch.uint8 or source.dim() != 1 or source.device.type != "cpu":
+    if isinstance(source, T.Tensor):
+        if source.dtype != T.uint8 or source.dim() != 1 or source.device.type != "cpu":
             raise TypeError(f"a tensor source must be a 1-D uint8 CPU tensor, got {source.dtype}, {tuple(source.shape)}")
         return _MemoryBlocks(source if source.is_contiguous() else source.contiguous(), "<tensor>")
     if isinstance(source, (bytes, bytearray, memoryview, np.ndarray)):
@@ -1478,7 +1490,7 @@ def iter_csv(
     source: Any,
     chunk_rows: int = 65536,
     *,
-    dtype: Any = torch.float32,
+    dtype: Any = "float32",
     delimiter: str = ",",
     header: bool | str | None = "auto",
     skiprows: int = 0,
@@ -1580,7 +1592,7 @@ def _worker_range(path: str, opts: _Options, layout: _Layout, worker: int, worke
     return int(bounds[0]), int(bounds[1]), int(lines[0]), int(rows[0])
 
 
-class CSVDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]  # of chunks: tensors or tuples
+class _CSVDatasetImpl:
     """A CSV file as a ``torch.utils.data.IterableDataset`` of chunks (see
     :func:`iter_csv`), split between DataLoader workers.
 
@@ -1604,7 +1616,7 @@ class CSVDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]  #
     DataLoader would stack chunks). NumPy chunks (``like="numpy"``) become tensors in
     the DataLoader's default conversion.
 
-    >>> import tensorffi.io, tempfile, os
+    >>> import os, tempfile, torch, tensorffi.io
     >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
     >>> with open(path, "w") as f:
     ...     _ = f.write("a,b\\n" + "".join(f"{i},{i / 2}\\n" for i in range(5)))
@@ -1619,7 +1631,7 @@ class CSVDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]  #
         source: Any,
         chunk_rows: int = 65536,
         *,
-        dtype: Any = torch.float32,
+        dtype: Any = "float32",
         delimiter: str = ",",
         header: bool | str | None = "auto",
         skiprows: int = 0,
@@ -1656,7 +1668,7 @@ class CSVDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]  #
         self.options.update(like="numpy" if opts.want_numpy else None, usecols=opts.usecols)
 
     def __iter__(self) -> CSVChunks:
-        info = torch.utils.data.get_worker_info()
+        info = T.utils.data.get_worker_info()
         workers = 1 if info is None else info.num_workers
         if self.path is None:
             if workers > 1:
@@ -1691,6 +1703,33 @@ class CSVDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]  #
 
 
 __all__ += ["iter_csv", "CSVChunks", "CSVDataset", "MAX_RECORD_BYTES"]
+
+_dataset_lock = threading.Lock()
+
+if TYPE_CHECKING:
+    import torch
+
+    class CSVDataset(_CSVDatasetImpl, torch.utils.data.IterableDataset):  # type: ignore[type-arg]
+        pass
+
+
+def _dataset_class() -> type:
+    """``CSVDataset``: a torch ``IterableDataset``, so made when first named (importing
+    torch then, not with this module: NumPy-only use never imports it)."""
+    with _dataset_lock:
+        cls = globals().get("CSVDataset")
+        if cls is None:
+            base = T.utils.data.IterableDataset
+            cls = type("CSVDataset", (_CSVDatasetImpl, base), {
+                "__module__": __name__, "__qualname__": "CSVDataset", "__doc__": _CSVDatasetImpl.__doc__})
+            globals()["CSVDataset"] = cls  # (later lookups find it without __getattr__)
+        return cls
+
+
+def __getattr__(name: str) -> Any:
+    if name == "CSVDataset":
+        return _dataset_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --------------------------------------------------------------------------- #

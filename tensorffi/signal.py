@@ -80,21 +80,27 @@ Decisions (where SciPy says nothing, or where we differ on purpose):
 from __future__ import annotations
 
 import math
+import sys
+import threading
 from collections import OrderedDict
-from typing import Any, Callable, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 import numpy as np
-import torch
 
+from . import _torch as _tt
 from ._bridge import lower as _lower
 from ._callbacks import CallbackScope
 from ._kernels import eager_plain
 from ._lib import native
 from ._threads import get_num_threads, resolve_threads
+from ._torch import T
 from .errors import DeviceError, DTypeError, InvalidArgumentError, ShapeError, TensorFFIError
 from ._kernels import constants
 from ._lib import lib
 from .errors import NativeError
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["sosfilt", "sosfilt_zi", "sosfiltfilt", "SOSFilter", "uses_float32_arithmetic", "simd_level"]
 
@@ -163,47 +169,42 @@ _PADTYPE_MESSAGE = "Unknown value '{}' given to padtype. padtype must be 'even',
 _EINVAL = int(lib.TF_EINVAL)
 
 ArrayLike = Any  # np.ndarray | torch.Tensor | nested sequences
-_Tensor = torch.Tensor
 _ndarray = np.ndarray
 
 # --------------------------------------------------------------------------- #
 # dtypes: one promotion rule                                                   #
 # --------------------------------------------------------------------------- #
 
-_TORCH_TO_NUMPY = {
-    torch.bool: np.dtype(np.bool_),
-    torch.uint8: np.dtype(np.uint8),
-    torch.int8: np.dtype(np.int8),
-    torch.int16: np.dtype(np.int16),
-    torch.int32: np.dtype(np.int32),
-    torch.int64: np.dtype(np.int64),
-    torch.float16: np.dtype(np.float16),
-    torch.bfloat16: np.dtype(np.float32),  # no NumPy bfloat16: computed in float32 anyway
-    torch.float32: np.dtype(np.float32),
-    torch.float64: np.dtype(np.float64),
-    torch.complex64: np.dtype(np.complex64),
-    torch.complex128: np.dtype(np.complex128),
-}
-_NUMPY_TO_TORCH = {
-    "float32": torch.float32, "float64": torch.float64, "complex64": torch.complex64, "complex128": torch.complex128,
-}
 _COMPUTE = ("float32", "float64", "complex64", "complex128")
 #: dtype (NumPy or torch) -> its name, for the four dtypes the kernels compute in
+#: (torch's are added when torch is imported: _add_torch_dtypes)
 _NAMES: dict[Any, str] = {np.dtype(n): n for n in _COMPUTE}
-_NAMES.update({t: n for n, t in _NUMPY_TO_TORCH.items()})
 #: the real ones (NumPy or torch): what a sos is read as without a conversion
 _REAL = {dt: n for dt, n in _NAMES.items() if n not in _PART}
-_TORCH_COMPUTE = tuple(_NUMPY_TO_TORCH.values())
+#: torch's compute dtypes (filled when torch is imported)
+_TORCH_COMPUTE: tuple[Any, ...] = ()
 #: the same as NumPy dtypes
 _NP_DTYPES = {n: np.dtype(n) for n in _COMPUTE}
+
+
+def _add_torch_dtypes(torch: Any) -> None:
+    """torch's entries of the dtype tables (tensorffi._torch.when_imported: before any tensor exists)."""
+    global _TORCH_COMPUTE
+    tdt = {n: getattr(torch, n) for n in _COMPUTE}
+    _NAMES.update({t: n for n, t in tdt.items()})
+    _REAL.update({t: n for n, t in tdt.items() if n not in _PART})
+    _TORCH_COMPUTE = tuple(tdt.values())
+
+
+_tt.when_imported(_add_torch_dtypes)
 
 
 def _promote(sos: Any, x: Any, zi: Any) -> Any:
     """The promoted dtype of the arguments (all of x's kind): NumPy's result_type for
     NumPy callers, torch.promote_types for torch callers (module docstring)."""
-    if isinstance(x, _Tensor):
-        dt = torch.promote_types(sos.dtype, x.dtype)
-        return dt if zi is None else torch.promote_types(dt, zi.dtype)
+    if isinstance(x, T.Tensor):
+        dt = T.promote_types(sos.dtype, x.dtype)
+        return dt if zi is None else T.promote_types(dt, zi.dtype)
     xdt = x.dtype
     if zi is None:
         return xdt if xdt == sos.dtype else np.result_type(sos.dtype, xdt)
@@ -215,12 +216,12 @@ def _compute_dtype(fn: str, promoted: Any, dtype: Any = None) -> str:
     dtype of its inputs (NumPy or torch) and the ``dtype=`` argument (module docstring)."""
     name = _NAMES.get(promoted)
     if name is None:
-        if isinstance(promoted, torch.dtype):
+        if isinstance(promoted, T.dtype):
             kind = "c" if promoted.is_complex else "f" if promoted.is_floating_point else "i"
             size = promoted.itemsize
         else:
             kind, size, name = promoted.kind, promoted.itemsize, promoted.name  # e.g. byte-swapped float64
-        if name in _NUMPY_TO_TORCH:
+        if name in _COMPUTE:
             pass
         elif kind in "biu":
             name = "float64"
@@ -238,16 +239,16 @@ def _compute_dtype(fn: str, promoted: Any, dtype: Any = None) -> str:
 
 def _user_dtype(fn: str, dtype: Any, promoted: str) -> str:
     """The ``dtype=`` argument as one of _COMPUTE, checked against the inputs."""
-    if isinstance(dtype, torch.dtype):
-        if dtype not in _TORCH_TO_NUMPY or dtype in (torch.bfloat16,):
+    if isinstance(dtype, T.dtype):
+        want: str = str(dtype).removeprefix("torch.")
+        if want not in _COMPUTE:
             raise DTypeError(f"{fn}(): dtype must be float32, float64, complex64 or complex128, got {dtype}")
-        want: str = _TORCH_TO_NUMPY[dtype].name
     else:
         try:
             want = np.dtype(dtype).name
         except TypeError:
             raise DTypeError(f"{fn}(): dtype must be a NumPy or torch dtype, got {dtype!r}") from None
-    if want not in _NUMPY_TO_TORCH:
+    if want not in _COMPUTE:
         raise DTypeError(f"{fn}(): dtype must be float32, float64, complex64 or complex128, got {want}")
     if promoted.startswith("complex") and not want.startswith("complex"):
         raise DTypeError(f"{fn}(): the inputs are complex ({promoted}); a real dtype={want} would drop their "
@@ -271,7 +272,7 @@ def _numeric(fn: str, name: str, a: Any) -> np.ndarray:
 def _as_numpy(a: Any) -> np.ndarray:
     """A tensor's values as a NumPy array (no conjugate or negative bit; half precision as float32)."""
     t = a.detach()
-    if t.dtype is torch.bfloat16 or t.dtype is torch.float16:
+    if t.dtype is T.bfloat16 or t.dtype is T.float16:
         t = t.float()
     return cast(np.ndarray, t.cpu().resolve_conj().resolve_neg().numpy())
 
@@ -279,12 +280,12 @@ def _as_numpy(a: Any) -> np.ndarray:
 def _in_kind(fn: str, name: str, a: Any, torch_kind: bool) -> Any:
     """Argument ``name`` (sos or zi) in the kind of the signal: a CPU tensor for torch
     callers, a NumPy array otherwise."""
-    if isinstance(a, _Tensor):
+    if isinstance(a, T.Tensor):
         if not a.is_cpu:
             raise DeviceError(f"{fn}(): argument '{name}' must be a CPU tensor, got device {a.device}")
         return a if torch_kind else _as_numpy(a)
     arr = _numeric(fn, name, a)
-    return torch.from_numpy(arr) if torch_kind else arr
+    return T.from_numpy(arr) if torch_kind else arr
 
 
 def _check_sos(fn: str, sos: Any) -> None:
@@ -301,7 +302,7 @@ def _sos_arg(fn: str, sos: Any, torch_kind: bool) -> Any:
     atleast_2d); its shape is checked (by _check_sos, or by the bridge on the fast
     path) where it is used."""
     if torch_kind:
-        if type(sos) is not _Tensor or not sos.is_cpu:
+        if type(sos) is not T.Tensor or not sos.is_cpu:
             sos = _in_kind(fn, "sos", sos, True)
         return sos if sos.dim() >= 2 else sos.reshape(1, -1)
     sos = _in_kind(fn, "sos", sos, False)
@@ -310,7 +311,7 @@ def _sos_arg(fn: str, sos: Any, torch_kind: bool) -> Any:
 
 def _signal_arg(fn: str, x: Any) -> Any:
     """The signal: a CPU tensor, or anything else as a NumPy array; at least 1-D."""
-    if isinstance(x, _Tensor):
+    if isinstance(x, T.Tensor):
         if not x.is_cpu:
             raise DeviceError(f"{fn}(): argument 'x' must be a CPU tensor, got device {x.device}")
         if x.dim() == 0:
@@ -363,7 +364,7 @@ class _Sos:
         if not torch_kind:
             return self.c
         if self._ct is None:
-            self._ct = torch.from_numpy(self.c)
+            self._ct = T.from_numpy(self.c)
         return self._ct
 
     def zi(self, torch_kind: bool) -> Any:
@@ -375,7 +376,7 @@ class _Sos:
         if not torch_kind:
             return self._zi
         if self._zit is None:
-            self._zit = torch.from_numpy(self._zi)
+            self._zit = T.from_numpy(self._zi)
         return self._zit
 
 
@@ -442,12 +443,12 @@ def _sos64(sos: Any) -> Any:
     key = _contents(sos)
     if key is None:  # a view C cannot read as it is (strided, lazy negation): convert it
         return np.ascontiguousarray(sos, np.float64) if numpy_kind else \
-            sos.detach().resolve_neg().to(torch.float64).contiguous()
+            sos.detach().resolve_neg().to(T.float64).contiguous()
     c = (_SOS64_NP if numpy_kind else _SOS64).get(key)
     if c is None:
         cache: "OrderedDict[Any, Any]" = _SOS64_NP if numpy_kind else _SOS64
         c = cache[key] = np.ascontiguousarray(sos, np.float64) if numpy_kind else \
-            sos.detach().to(torch.float64).contiguous()
+            sos.detach().to(T.float64).contiguous()
         if len(cache) > _SOS_CACHE_SIZE:
             cache.popitem(last=False)
     return c
@@ -470,11 +471,11 @@ def _memory_order(x: Any) -> list[int]:
     """Axes of ``x`` from the slowest to the fastest in memory, if ``x`` is a
     permutation of a C-contiguous array; otherwise its own order (it is copied)."""
     nd = x.ndim
-    strides = x.stride() if isinstance(x, _Tensor) else x.strides
+    strides = x.stride() if isinstance(x, T.Tensor) else x.strides
     order = sorted(range(nd), key=lambda d: -strides[d])
     if order == list(range(nd)):
         return order
-    if isinstance(x, _Tensor):
+    if isinstance(x, T.Tensor):
         ok = x.permute(order).is_contiguous()
     else:
         ok = x.transpose(order).flags.c_contiguous
@@ -491,11 +492,11 @@ def _inverse(order: Sequence[int]) -> list[int]:
 def _permute(a: Any, order: Sequence[int]) -> Any:
     if list(order) == list(range(len(order))):
         return a
-    return a.permute(*order) if isinstance(a, _Tensor) else a.transpose(order)
+    return a.permute(*order) if isinstance(a, T.Tensor) else a.transpose(order)
 
 
 def _contiguous(a: Any) -> Any:
-    if isinstance(a, _Tensor):
+    if isinstance(a, T.Tensor):
         return a.resolve_conj().resolve_neg().contiguous()
     return np.ascontiguousarray(a)
 
@@ -553,8 +554,8 @@ def _parts(a: Any) -> Any:
     """A complex ``[..., m]`` array as reals ``[..., 2 * m]`` (a view)."""
     if a is None:
         return None
-    if isinstance(a, _Tensor):
-        return torch.view_as_real(a).flatten(-2)
+    if isinstance(a, T.Tensor):
+        return T.view_as_real(a).flatten(-2)
     return a.view(_PART[a.dtype.name])
 
 
@@ -669,8 +670,8 @@ def _sosfilt(sos: Any, x: Any, axis: Any, zi: Any, nthreads: int, fn: str = "sos
 
 def _complex_view(a: Any) -> Any:
     """The inverse of _parts: reals ``[..., 2 * m]`` as complex ``[..., m]`` (a view)."""
-    if isinstance(a, _Tensor):
-        return torch.view_as_complex(a.unflatten(-1, (-1, 2)))  # type: ignore[no-untyped-call]  # Tensor.unflatten is untyped
+    if isinstance(a, T.Tensor):
+        return T.view_as_complex(a.unflatten(-1, (-1, 2)))
     return a.view(np.complex64 if a.dtype == np.float32 else np.complex128)
 
 
@@ -690,7 +691,7 @@ def _sosfilt_backward(sos: Any, x: Any, axis: int, zi: Any, gy: Any, gzf: Any, n
     cplx = dt in _PART
     if cplx:
         x2, zi2, gy2, gzf2, dt, inner = _parts(x2), _parts(zi2), _parts(gy2), _parts(gzf2), _PART[dt], 2 * inner
-    gsos, gx2, gzi2 = _call(_BACKWARD_C, 4 * x2.shape[0] * x2.shape[1] * S, dt, f.coefficients(isinstance(x, _Tensor)),
+    gsos, gx2, gzi2 = _call(_BACKWARD_C, 4 * x2.shape[0] * x2.shape[1] * S, dt, f.coefficients(isinstance(x, T.Tensor)),
                             x2, gy2, nthreads, n=lay.n, inner=inner, zi=zi2, gzf=gzf2)
     if cplx:
         gx2, gzi2 = _complex_view(gx2), _complex_view(gzi2)
@@ -730,7 +731,7 @@ def _sosfiltfilt(sos: Any, x: Any, axis: Any, padtype: str | None, padlen: int |
     f = _sos_facts(sos, fn)
     axis_n = _normalize_axis(axis, x.ndim)
     edge = _edge(fn, f.ntaps, int(x.shape[axis_n]), padtype, padlen)
-    torch_kind = isinstance(x, _Tensor)
+    torch_kind = isinstance(x, T.Tensor)
     lay = _Layout(x, axis_n)
     x2, dt, inner = lay.to2(x), _NAMES[x.dtype], lay.inner
     cplx, kernel = dt in _PART, dt
@@ -783,7 +784,7 @@ def sosfilt(
     """
     fn = "sosfilt"
     x = _signal_arg(fn, x)
-    torch_kind = isinstance(x, _Tensor)
+    torch_kind = isinstance(x, T.Tensor)
     sos = _sos_arg(fn, sos, torch_kind)
     if zi is not None and (torch_kind or type(zi) is not _ndarray):
         zi = _in_kind(fn, "zi", zi, torch_kind)
@@ -794,17 +795,17 @@ def sosfilt(
     if torch_kind:
         if threads is not None:
             resolve_threads(threads)  # checked now; resolved when the operator runs
-        dt: Any = _NUMPY_TO_TORCH[name]  # a torch dtype here, a NumPy one below
+        dt: Any = getattr(T, name)  # a torch dtype here, a NumPy one below
         if x.dtype is not dt:
             x = x.to(dt)
         if zi is not None and zi.dtype is not dt:
             zi = zi.to(dt)  # type: ignore[union-attr]  # a tensor in the torch kind
         if sos.dtype not in _TORCH_COMPUTE:
-            sos = sos.to(torch.float64)  # integers, bool, half precision
+            sos = sos.to(T.float64)  # integers, bool, half precision
         elif sos.dtype.is_complex:
             _refuse_complex_sos_grad(fn, sos, x, zi)
         if not eager_plain(sos, x, zi):  # autograd, tracing, modes: the operator
-            y, zf = _sosfilt_op(sos, x, axis, zi, threads)
+            y, zf = _ensure_ops()[0](sos, x, axis, zi, threads)
             return y if zi is None else (y, zf)
     else:
         dt = _NP_DTYPES[name]
@@ -869,12 +870,12 @@ def sosfilt_zi(sos: ArrayLike) -> Any:
     >>> np.allclose(y, 1.0)
     True
     """
-    is_torch = isinstance(sos, _Tensor)
+    is_torch = isinstance(sos, T.Tensor)
     arr = sos.detach().cpu().resolve_conj().resolve_neg().numpy() if is_torch else np.asarray(sos)
     if arr.ndim != 2 or arr.shape[1] != 6:
         raise ShapeError(f"sosfilt_zi(): sos must be shape (n_sections, 6), got {arr.shape}")
     zi = _steady_state(arr)
-    return torch.from_numpy(zi) if is_torch else zi
+    return T.from_numpy(zi) if is_torch else zi
 
 
 def sosfiltfilt(
@@ -906,7 +907,7 @@ def sosfiltfilt(
     """
     fn = "sosfiltfilt"
     x = _signal_arg(fn, x)
-    torch_kind = isinstance(x, _Tensor)
+    torch_kind = isinstance(x, T.Tensor)
     if threads is not None:
         resolve_threads(threads)
     sos = _sos_arg(fn, sos, torch_kind)
@@ -915,21 +916,21 @@ def sosfiltfilt(
         _check_padtype(fn, padtype)
     name = _compute_dtype(fn, _promote(sos, x, None), dtype)
     if torch_kind:
-        dt = _NUMPY_TO_TORCH[name]
+        dt = getattr(T, name)
         if x.dtype is not dt:
             x = x.to(dt)
         if not (sos.is_floating_point() or sos.is_complex()) or sos.element_size() < 4:
-            sos = sos.to(torch.float64)
+            sos = sos.to(T.float64)
         _refuse_complex_sos_grad(fn, sos, x)
         if not eager_plain(sos, x):
-            return _sosfiltfilt_op(sos, x, axis, padtype, None if padlen is None else int(padlen), threads)
+            return _ensure_ops()[1](sos, x, axis, padtype, None if padlen is None else int(padlen), threads)
     elif x.dtype.name != name:
         x = x.astype(name)
     return _sosfiltfilt(sos, x, axis, padtype, padlen, _threads(threads), fn)
 
 
 def _refuse_complex_sos_grad(fn: str, sos: torch.Tensor, *tensors: Any) -> None:
-    if sos.is_complex() and torch.is_grad_enabled() and not torch.compiler.is_compiling():
+    if sos.is_complex() and T.is_grad_enabled() and not T.compiler.is_compiling():
         if sos.requires_grad or (any(t is not None and t.requires_grad for t in tensors)
                                  and _sos_facts(sos, fn, check_a0=False).cplx):
             raise _complex_sos_grad_error(fn)
@@ -973,17 +974,25 @@ def simd_level() -> str:
 # --------------------------------------------------------------------------- #
 
 
-def _register_ops() -> tuple[Any, Any]:
-    """Register torch.ops.tensorffi.sosfilt, sosfilt_backward and sosfiltfilt, whose
-    bodies are the implementations above; their handles ``(sosfilt, sosfiltfilt)``."""
-    import sys
-
-    from . import _signal_ops
-
-    return _signal_ops.register(sys.modules[__name__])
+_OPS: list[Any] = []  # (sosfilt, sosfiltfilt) once registered
+_lazy_lock = threading.RLock()
 
 
-_sosfilt_op, _sosfiltfilt_op = _register_ops()
+def _ensure_ops() -> tuple[Any, Any]:
+    """Register torch.ops.tensorffi.sosfilt, sosfilt_backward and sosfiltfilt once, whose
+    bodies are the implementations above; their handles ``(sosfilt, sosfiltfilt)``. Run
+    when torch is imported (tensorffi._torch) or by the first tensor call needing them."""
+    if not _OPS:
+        with _lazy_lock:
+            if not _OPS:
+                from . import _signal_ops
+
+                _OPS.extend(_signal_ops.register(sys.modules[__name__]))
+    return _OPS[0], _OPS[1]
+
+
+if _tt.loaded() is not None:
+    _ensure_ops()  # imported with torch in use: the operators exist as soon as the module does
 
 
 
@@ -992,137 +1001,155 @@ _sosfilt_op, _sosfiltfilt_op = _register_ops()
 # --------------------------------------------------------------------------- #
 
 
-class SOSFilter(torch.nn.Module):
-    """A trainable IIR filter: cascaded second-order sections with ``a0`` fixed at 1.
+def _sosfilter_class() -> type:
+    """``SOSFilter``: a ``torch.nn.Module``, so made when first named (importing torch
+    then, not with this module: NumPy-only use never imports torch)."""
+    import torch
 
-    The free coefficients are parameters: ``b`` (``(n_sections, 3)``, the numerators)
-    and either ``a`` (``(n_sections, 2)``: ``a1, a2``) or, with ``stable=True``,
-    ``u`` (``(n_sections, 2)``, unconstrained), mapped to each section's reflection
-    coefficients ``k = max_reflection * tanh(u)``, then ``a2 = k2``, ``a1 = k1 (1 + k2)``.
-    Reflection coefficients in (-1, 1) are exactly the stable sections, so with
-    ``stable=True`` every pole stays strictly inside the unit circle whatever the
-    optimiser does. :attr:`sos` assembles the ``(n_sections, 6)`` coefficients
-    (differentiable); the filtering is :func:`sosfilt` (its C adjoint is the backward).
+    class SOSFilter(torch.nn.Module):
+        """A trainable IIR filter: cascaded second-order sections with ``a0`` fixed at 1.
 
-    ``sos`` (array or tensor) sets the initial coefficients (each section divided by
-    its a0); otherwise the filter starts as the identity, with ``n_sections``
-    sections. Parameters have ``dtype`` (default: torch's default dtype); the
-    output follows :func:`sosfilt`'s type promotion (float32 data with float32
-    parameters is filtered in float32).
+        The free coefficients are parameters: ``b`` (``(n_sections, 3)``, the numerators)
+        and either ``a`` (``(n_sections, 2)``: ``a1, a2``) or, with ``stable=True``,
+        ``u`` (``(n_sections, 2)``, unconstrained), mapped to each section's reflection
+        coefficients ``k = max_reflection * tanh(u)``, then ``a2 = k2``, ``a1 = k1 (1 + k2)``.
+        Reflection coefficients in (-1, 1) are exactly the stable sections, so with
+        ``stable=True`` every pole stays strictly inside the unit circle whatever the
+        optimiser does. :attr:`sos` assembles the ``(n_sections, 6)`` coefficients
+        (differentiable); the filtering is :func:`sosfilt` (its C adjoint is the backward).
 
-    Streaming: ``filt(x, zi=zi)`` returns ``(y, zf)`` as :func:`sosfilt` does;
-    :meth:`stream` keeps the final states itself (detached: gradients do not flow
-    across calls) and starts the next call from them; :meth:`reset_state` forgets them.
+        ``sos`` (array or tensor) sets the initial coefficients (each section divided by
+        its a0); otherwise the filter starts as the identity, with ``n_sections``
+        sections. Parameters have ``dtype`` (default: torch's default dtype); the
+        output follows :func:`sosfilt`'s type promotion (float32 data with float32
+        parameters is filtered in float32).
 
-    >>> import torch, tensorffi.signal as tsig
-    >>> filt = tsig.SOSFilter(n_sections=2, stable=True)
-    >>> y = filt(torch.randn(3, 100))
-    >>> y.shape, filt.sos.shape
-    (torch.Size([3, 100]), torch.Size([2, 6]))
-    """
+        Streaming: ``filt(x, zi=zi)`` returns ``(y, zf)`` as :func:`sosfilt` does;
+        :meth:`stream` keeps the final states itself (detached: gradients do not flow
+        across calls) and starts the next call from them; :meth:`reset_state` forgets them.
 
-    state: torch.Tensor | None  # a buffer: the stream's final states
+        >>> import torch, tensorffi.signal as tsig
+        >>> filt = tsig.SOSFilter(n_sections=2, stable=True)
+        >>> y = filt(torch.randn(3, 100))
+        >>> y.shape, filt.sos.shape
+        (torch.Size([3, 100]), torch.Size([2, 6]))
+        """
 
-    def __init__(
-        self,
-        sos: ArrayLike | None = None,
-        *,
-        n_sections: int | None = None,
-        stable: bool = False,
-        max_reflection: float = 0.9999,
-        axis: int = -1,
-        dtype: torch.dtype | None = None,
-    ) -> None:
-        super().__init__()
-        dtype = dtype or torch.get_default_dtype()
-        if not (0.0 < float(max_reflection) < 1.0):
-            raise InvalidArgumentError(
-                f"SOSFilter(): max_reflection must lie in (0, 1), got {max_reflection!r}", _EINVAL, "SOSFilter")
-        if sos is None:
-            if n_sections is None or isinstance(n_sections, bool) or int(n_sections) < 1:
+        state: torch.Tensor | None  # a buffer: the stream's final states
+
+        def __init__(
+            self,
+            sos: ArrayLike | None = None,
+            *,
+            n_sections: int | None = None,
+            stable: bool = False,
+            max_reflection: float = 0.9999,
+            axis: int = -1,
+            dtype: torch.dtype | None = None,
+        ) -> None:
+            super().__init__()
+            dtype = dtype or torch.get_default_dtype()
+            if not (0.0 < float(max_reflection) < 1.0):
                 raise InvalidArgumentError(
-                    f"SOSFilter(): pass sos, or n_sections >= 1 (got {n_sections!r})", _EINVAL, "SOSFilter")
-            arr = np.zeros((int(n_sections), 6))
-            arr[:, 0] = arr[:, 3] = 1.0
-        else:
-            arr = _sos_array(sos, "SOSFilter").astype(np.float64)
-            if n_sections is not None and int(n_sections) != arr.shape[0]:
-                raise ShapeError(f"SOSFilter(): sos has {arr.shape[0]} sections, n_sections={n_sections}")
-            if np.any(arr[:, 3] == 0) or not np.all(np.isfinite(arr)):
-                raise InvalidArgumentError("SOSFilter(): sos must be finite, with a non-zero a0 in every section",
-                                           _EINVAL, "SOSFilter")
-            arr = arr / arr[:, 3:4]
-        self.stable = bool(stable)
-        self.max_reflection = float(max_reflection)
-        self.axis = axis
-        self.b = torch.nn.Parameter(torch.tensor(arr[:, :3], dtype=dtype))
-        if self.stable:
-            a1, a2 = arr[:, 4], arr[:, 5]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                k = np.stack([a1 / (1.0 + a2), a2], 1) / self.max_reflection
-            if not np.all(np.abs(k) < 1):
-                bad = int(np.flatnonzero(~np.all(np.abs(k) < 1, axis=1))[0])
-                raise InvalidArgumentError(
-                    f"SOSFilter(): section {bad} of sos (a1={a1[bad]!r}, a2={a2[bad]!r}) is not stable within "
-                    f"max_reflection={self.max_reflection}; stable=True needs |a2| < max_reflection and "
-                    f"|a1| < max_reflection * (1 + a2)", _EINVAL, "SOSFilter")
-            self.u = torch.nn.Parameter(torch.tensor(np.arctanh(k), dtype=dtype))
-        else:
-            self.a = torch.nn.Parameter(torch.tensor(arr[:, 4:], dtype=dtype))
-        self.register_buffer("state", None, persistent=False)
+                    f"SOSFilter(): max_reflection must lie in (0, 1), got {max_reflection!r}", _EINVAL, "SOSFilter")
+            if sos is None:
+                if n_sections is None or isinstance(n_sections, bool) or int(n_sections) < 1:
+                    raise InvalidArgumentError(
+                        f"SOSFilter(): pass sos, or n_sections >= 1 (got {n_sections!r})", _EINVAL, "SOSFilter")
+                arr = np.zeros((int(n_sections), 6))
+                arr[:, 0] = arr[:, 3] = 1.0
+            else:
+                arr = _sos_array(sos, "SOSFilter").astype(np.float64)
+                if n_sections is not None and int(n_sections) != arr.shape[0]:
+                    raise ShapeError(f"SOSFilter(): sos has {arr.shape[0]} sections, n_sections={n_sections}")
+                if np.any(arr[:, 3] == 0) or not np.all(np.isfinite(arr)):
+                    raise InvalidArgumentError("SOSFilter(): sos must be finite, with a non-zero a0 in every section",
+                                               _EINVAL, "SOSFilter")
+                arr = arr / arr[:, 3:4]
+            self.stable = bool(stable)
+            self.max_reflection = float(max_reflection)
+            self.axis = axis
+            self.b = torch.nn.Parameter(torch.tensor(arr[:, :3], dtype=dtype))
+            if self.stable:
+                a1, a2 = arr[:, 4], arr[:, 5]
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    k = np.stack([a1 / (1.0 + a2), a2], 1) / self.max_reflection
+                if not np.all(np.abs(k) < 1):
+                    bad = int(np.flatnonzero(~np.all(np.abs(k) < 1, axis=1))[0])
+                    raise InvalidArgumentError(
+                        f"SOSFilter(): section {bad} of sos (a1={a1[bad]!r}, a2={a2[bad]!r}) is not stable within "
+                        f"max_reflection={self.max_reflection}; stable=True needs |a2| < max_reflection and "
+                        f"|a1| < max_reflection * (1 + a2)", _EINVAL, "SOSFilter")
+                self.u = torch.nn.Parameter(torch.tensor(np.arctanh(k), dtype=dtype))
+            else:
+                self.a = torch.nn.Parameter(torch.tensor(arr[:, 4:], dtype=dtype))
+            self.register_buffer("state", None, persistent=False)
 
-    @property
-    def n_sections(self) -> int:
-        return int(self.b.shape[0])
+        @property
+        def n_sections(self) -> int:
+            return int(self.b.shape[0])
 
-    def denominators(self) -> torch.Tensor:
-        """``(n_sections, 2)``: ``a1, a2`` of every section (differentiable)."""
-        if not self.stable:
-            return self.a
-        k = self.max_reflection * torch.tanh(self.u)
-        k1, k2 = k[:, 0], k[:, 1]
-        return torch.stack([k1 * (1 + k2), k2], 1)
+        def denominators(self) -> torch.Tensor:
+            """``(n_sections, 2)``: ``a1, a2`` of every section (differentiable)."""
+            if not self.stable:
+                return self.a
+            k = self.max_reflection * torch.tanh(self.u)
+            k1, k2 = k[:, 0], k[:, 1]
+            return torch.stack([k1 * (1 + k2), k2], 1)
 
-    @property
-    def sos(self) -> torch.Tensor:
-        """The ``(n_sections, 6)`` coefficients ``(b0, b1, b2, 1, a1, a2)``, differentiable."""
-        ones = torch.ones_like(self.b[:, :1])
-        return torch.cat([self.b, ones, self.denominators()], 1)
+        @property
+        def sos(self) -> torch.Tensor:
+            """The ``(n_sections, 6)`` coefficients ``(b0, b1, b2, 1, a1, a2)``, differentiable."""
+            ones = torch.ones_like(self.b[:, :1])
+            return torch.cat([self.b, ones, self.denominators()], 1)
 
-    def poles(self) -> torch.Tensor:
-        """The ``(n_sections, 2)`` complex poles (roots of ``z^2 + a1 z + a2``), detached."""
-        a = self.denominators().detach().to(torch.float64)
-        a1, a2 = a[:, 0].to(torch.complex128), a[:, 1].to(torch.complex128)
-        q = torch.sqrt(a1 * a1 - 4 * a2)
-        return torch.stack([(-a1 + q) / 2, (-a1 - q) / 2], 1)
+        def poles(self) -> torch.Tensor:
+            """The ``(n_sections, 2)`` complex poles (roots of ``z^2 + a1 z + a2``), detached."""
+            a = self.denominators().detach().to(torch.float64)
+            a1, a2 = a[:, 0].to(torch.complex128), a[:, 1].to(torch.complex128)
+            q = torch.sqrt(a1 * a1 - 4 * a2)
+            return torch.stack([(-a1 + q) / 2, (-a1 - q) / 2], 1)
 
-    def forward(self, x: ArrayLike, zi: ArrayLike | None = None) -> Any:
-        """``sosfilt(self.sos, x, axis=self.axis, zi=zi)``: ``y``, or ``(y, zf)`` with ``zi``."""
-        return sosfilt(self.sos, x, axis=self.axis, zi=zi)
+        def forward(self, x: ArrayLike, zi: ArrayLike | None = None) -> Any:
+            """``sosfilt(self.sos, x, axis=self.axis, zi=zi)``: ``y``, or ``(y, zf)`` with ``zi``."""
+            return sosfilt(self.sos, x, axis=self.axis, zi=zi)
 
-    def stream(self, x: ArrayLike) -> Any:
-        """Filter the next chunk of a stream: starts from the states the previous call
-        left (zeros at first), keeps the final states (detached) for the next call."""
-        x = x if isinstance(x, _Tensor) else torch.from_numpy(_numeric("SOSFilter.stream", "x", x))
-        axis_n = _normalize_axis(self.axis, x.dim())
-        want = _zi_shape(x.shape, axis_n, self.n_sections)
-        zi = self.state
-        if zi is None:
-            zi = torch.zeros(want, dtype=torch.promote_types(x.dtype, self.b.dtype))
-        elif tuple(zi.shape) != tuple(want):
-            raise ShapeError(
-                f"SOSFilter.stream(): this chunk needs states of shape {tuple(want)}, the stream so far has "
-                f"{tuple(zi.shape)}; call reset_state() to start a new stream")
-        y, zf = sosfilt(self.sos, x, axis=self.axis, zi=zi)
-        self.state = zf.detach()
-        return y
+        def stream(self, x: ArrayLike) -> Any:
+            """Filter the next chunk of a stream: starts from the states the previous call
+            left (zeros at first), keeps the final states (detached) for the next call."""
+            x = x if isinstance(x, T.Tensor) else torch.from_numpy(_numeric("SOSFilter.stream", "x", x))
+            axis_n = _normalize_axis(self.axis, x.dim())
+            want = _zi_shape(x.shape, axis_n, self.n_sections)
+            zi = self.state
+            if zi is None:
+                zi = torch.zeros(want, dtype=torch.promote_types(x.dtype, self.b.dtype))
+            elif tuple(zi.shape) != tuple(want):
+                raise ShapeError(
+                    f"SOSFilter.stream(): this chunk needs states of shape {tuple(want)}, the stream so far has "
+                    f"{tuple(zi.shape)}; call reset_state() to start a new stream")
+            y, zf = sosfilt(self.sos, x, axis=self.axis, zi=zi)
+            self.state = zf.detach()
+            return y
 
-    def reset_state(self) -> None:
-        """Forget the states kept by :meth:`stream`."""
-        self.state = None
+        def reset_state(self) -> None:
+            """Forget the states kept by :meth:`stream`."""
+            self.state = None
 
-    def extra_repr(self) -> str:
-        return f"n_sections={self.n_sections}, stable={self.stable}, axis={self.axis}"
+        def extra_repr(self) -> str:
+            return f"n_sections={self.n_sections}, stable={self.stable}, axis={self.axis}"
+
+    SOSFilter.__module__, SOSFilter.__qualname__ = __name__, "SOSFilter"
+    return SOSFilter
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SOSFilter":
+        with _lazy_lock:
+            cls = globals().get("SOSFilter")
+            if cls is None:
+                cls = globals()["SOSFilter"] = _sosfilter_class()  # later lookups find it at once
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --------------------------------------------------------------------------- #

@@ -181,10 +181,6 @@ def test_cli_version_and_help_import_neither_torch_nor_numpy():
     assert not got["torch"] and not got["numpy"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "not done yet: tensorffi.io imports torch (module-level torch dtypes, CSVDataset's base class) and "
-    "binds its C functions at import through the bridge, whose generated code and C configuration "
-    "(bridge_configure, once per process) take torch's objects; see benchmarks/RESULTS.md, issue 21 item 9"))
 def test_numpy_only_read_csv_never_imports_torch():
     rng = np.random.default_rng()
     table = rng.standard_normal((5, 3))
@@ -193,10 +189,78 @@ def test_numpy_only_read_csv_never_imports_torch():
         "import json, sys\n"
         "import tensorffi, numpy\n"
         f"a = tensorffi.io.read_csv({text.encode()!r}, header=None, like=numpy, dtype='float64')\n"
-        "print(json.dumps({'kind': type(a).__module__, 'values': a.tolist(), 'torch': 'torch' in sys.modules}))\n"
+        f"b = list(tensorffi.io.iter_csv({text.encode()!r}, 2, header=None, like='numpy', dtype=numpy.float64))\n"
+        "print(json.dumps({'kind': type(a).__module__, 'values': a.tolist(), 'chunks': [c.tolist() for c in b],\n"
+        "                  'torch': 'torch' in sys.modules}))\n"
     )
     assert got["kind"] == "numpy" and not got["torch"]
     np.testing.assert_array_equal(np.array(got["values"]), table)
+    np.testing.assert_array_equal(np.concatenate([np.array(c) for c in got["chunks"]]), table)
+
+
+def test_numpy_only_signal_never_imports_torch():
+    scipy_signal = pytest.importorskip("scipy.signal")
+    rng = np.random.default_rng()
+    sos = scipy_signal.butter(4, rng.uniform(0.05, 0.45), output="sos")
+    x = rng.standard_normal((2, 300))
+    got = _run(
+        "import json, sys\n"
+        "import numpy as np, tensorffi.signal as ts\n"
+        f"sos = np.array({sos.tolist()!r}); x = np.array({x.tolist()!r})\n"
+        "y, zf = ts.sosfilt(sos, x, zi=np.zeros((sos.shape[0], 2, 2)))\n"
+        "yy = ts.sosfiltfilt(sos, x)\n"
+        "zi = ts.sosfilt_zi(sos)\n"
+        "names = dir(ts)\n"
+        "print(json.dumps({'y': y.tolist(), 'yy': yy.tolist(), 'zi': zi.tolist(), 'names': names,\n"
+        "                  'torch': 'torch' in sys.modules}))\n"
+    )
+    assert not got["torch"]
+    np.testing.assert_allclose(got["y"], scipy_signal.sosfilt(sos, x, zi=np.zeros((sos.shape[0], 2, 2)))[0],
+                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(got["yy"], scipy_signal.sosfiltfilt(sos, x), rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(got["zi"], scipy_signal.sosfilt_zi(sos), rtol=1e-10, atol=1e-12)
+    assert "SOSFilter" in got["names"]  # the API, though the class is made when first named
+
+
+def test_torch_imported_after_numpy_only_use_gets_the_native_path_and_every_check():
+    """NumPy-only calls first (the native call path configured for NumPy alone), then
+    torch: tensors are read from C from then on, with every check of the bridge
+    (a storage shrunk under a view is refused), and torch's API is all there."""
+    rng = np.random.default_rng()
+    x = rng.standard_normal(9)
+    table = rng.standard_normal((4, 2)).astype(np.float32)
+    text = "\n".join(",".join(repr(float(v)) for v in row) for row in table) + "\n"
+    got = _run(
+        "import json, sys\n"
+        "import numpy as np, tensorffi, tensorffi.io as tio, tensorffi.core as core\n"
+        f"x = np.array({x.tolist()!r})\n"
+        "core.axpy_(x, x.copy(), 2.0)\n"  # NumPy: configures the native path for NumPy
+        "before = 'torch' in sys.modules\n"
+        "import torch\n"
+        "from tensorffi._bridge import lower\n"
+        "t = torch.tensor(x)\n"
+        "y = torch.zeros_like(t)\n"
+        "core.axpy_(t, y, 0.5)\n"
+        "big = torch.zeros(8, dtype=torch.float64)\n"
+        "view, other = big[2:], torch.zeros(6, dtype=torch.float64)\n"
+        "big.untyped_storage().resize_(0)\n"  # (torch itself must not touch view now: clone() would crash)
+        "try:\n"
+        "    core.axpy_(view, other, 1.0)\n"
+        "    refused = None\n"
+        "except tensorffi.TensorFFIError as e:\n"
+        "    refused = type(e).__name__\n"
+        f"r = tio.read_csv({text.encode()!r}, header=None)\n"
+        "ds = issubclass(tio.CSVDataset, torch.utils.data.IterableDataset)\n"
+        "print(json.dumps({'before': before, 'torch_ok': lower.STATE.torch_ok, 'y': y.tolist(), 'refused': refused,\n"
+        "                  'r': r.tolist(), 'rkind': type(r).__module__, 'ds': ds,\n"
+        "                  'ops': hasattr(torch.ops.tensorffi, 'sosfilt')}))\n"
+    )
+    assert not got["before"] and got["torch_ok"] and got["ops"]
+    np.testing.assert_array_equal(got["y"], 0.5 * x)
+    assert got["refused"] == "LayoutError"
+    assert got["rkind"] == "torch"
+    np.testing.assert_array_equal(np.array(got["r"], dtype=np.float32), table)
+    assert got["ds"] is True
 
 
 def test_operators_are_registered_when_torch_is_imported_later():

@@ -9,36 +9,43 @@ makes the contiguous copy a contract's declared shape allows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import cffi
 import numpy as np
-import torch
 
+from .._torch import T
 from ..errors import ArgumentTypeError, DeviceError, DTypeError, LayoutError, WritabilityError
 
-TORCH_DTYPES: dict[str, torch.dtype] = {
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "float32": torch.float32,
-    "float64": torch.float64,
-    "complex64": torch.complex64,
-    "complex128": torch.complex128,
-    "int8": torch.int8,
-    "uint8": torch.uint8,
-    "int16": torch.int16,
-    "uint16": torch.uint16,
-    "int32": torch.int32,
-    "uint32": torch.uint32,
-    "int64": torch.int64,
-    "uint64": torch.uint64,
-    "bool": torch.bool,
-}
-NUMPY_DTYPES: dict[str, np.dtype] = {name: np.dtype(name) for name in TORCH_DTYPES if name != "bfloat16"}
+if TYPE_CHECKING:
+    import torch
 
-_Tensor = torch.Tensor
+#: the element types arrays may have, by the names torch and NumPy share
+DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128", "int8", "uint8", "int16",
+               "uint16", "int32", "uint32", "int64", "uint64", "bool")
+
+
+class _TorchDTypes(Mapping[str, Any]):
+    """``{"float32": torch.float32, ...}``; reading a value imports torch (nothing else does)."""
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in DTYPE_NAMES:
+            raise KeyError(name)
+        return getattr(T, name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(DTYPE_NAMES)
+
+    def __len__(self) -> int:
+        return len(DTYPE_NAMES)
+
+
+TORCH_DTYPES: Mapping[str, Any] = _TorchDTypes()
+NUMPY_DTYPES: dict[str, np.dtype] = {name: np.dtype(name) for name in DTYPE_NAMES if name != "bfloat16"}
+#: bytes per element of each element type
+ITEMSIZE: dict[str, int] = {**{n: d.itemsize for n, d in NUMPY_DTYPES.items()}, "bfloat16": 2}
+
 _ndarray = np.ndarray
-_increment_version = torch._C._increment_version
 _FFI = cffi.FFI()  # its CData type; any FFI can view NumPy memory
 try:  # NumPy addresses: a compiled module's cast and from_buffer are C functions (cffi.FFI's are Python)
     from .._native import ffi as _CFFI
@@ -83,7 +90,7 @@ class strided:
 
 
 def _describe(v: Any) -> str:
-    if isinstance(v, _Tensor):
+    if isinstance(v, T.Tensor):
         return f"torch.Tensor(dtype={v.dtype}, shape={tuple(v.shape)}, device={v.device})"
     if isinstance(v, _ndarray):
         return f"numpy.ndarray(dtype={v.dtype}, shape={v.shape})"
@@ -93,7 +100,7 @@ def _describe(v: Any) -> str:
 def _is_traced(t: torch.Tensor) -> str | None:
     """Name of the tracing tensor kind (fake, functional...), or None for a real tensor."""
     cls = type(t)
-    if cls is _Tensor or cls is torch.nn.Parameter:
+    if cls is T.Tensor or cls is T.Parameter:
         return None
     try:
         from torch._subclasses.fake_tensor import is_fake
@@ -102,9 +109,9 @@ def _is_traced(t: torch.Tensor) -> str | None:
             return "fake tensor (torch.compile / FakeTensorMode tracing)"
     except Exception:  # pragma: no cover - depends on torch internals
         pass
-    if torch._is_functional_tensor(t):
+    if T._is_functional_tensor(t):
         return "functional tensor (torch.compile tracing)"
-    if issubclass(cls, torch.nn.Parameter):
+    if issubclass(cls, T.Parameter):
         return None
     return f"tensor subclass {cls.__module__}.{cls.__qualname__}"
 
@@ -123,7 +130,7 @@ class Prepared:
     @property
     def nbytes(self) -> int:
         o = self.owner
-        return int(o.nbytes) if isinstance(o, (_Tensor, _ndarray)) else 0
+        return int(o.nbytes) if isinstance(o, (T.Tensor, _ndarray)) else 0
 
 
 def _check_storage(t: torch.Tensor, where: str) -> Any:
@@ -165,7 +172,7 @@ def prepare_array(
     is_strided = isinstance(value, strided)
     if is_strided:
         value = value.obj
-    if isinstance(value, _Tensor):
+    if isinstance(value, T.Tensor):
         return _prepare_tensor(value, where, ctype, dtype, written, may_copy, is_strided, grad_writes_ok)
     if isinstance(value, _ndarray):
         return _prepare_ndarray(value, where, ctype, dtype, written, may_copy, is_strided)
@@ -204,7 +211,7 @@ def _prepare_tensor(
         if t.device.type == "meta":
             raise DeviceError(f"{where} is a meta tensor: it has no data for C to read or write")
         raise DeviceError(f"{where} is on {t.device}; C functions take CPU memory (use .cpu())")
-    if t.layout is not torch.strided:
+    if t.layout is not T.strided:
         raise LayoutError(
             f"{where} has layout {t.layout}; only dense (strided) tensors can be passed to C (use .to_dense())"
         )
@@ -229,7 +236,7 @@ def _prepare_tensor(
                 f"{where} is written by C in place, but the tensor requires grad: autograd cannot "
                 f"see C's write. Pass a tensor that does not require grad (e.g. x.detach().clone())"
             )
-        if t.is_inference() and not torch.is_inference_mode_enabled():
+        if t.is_inference() and not T.is_inference_mode_enabled():
             raise WritabilityError(
                 f"{where} is written by C in place, but it is an inference tensor and inference mode "
                 f"is off (torch forbids that too). Call it under torch.inference_mode(), or pass a clone"
@@ -266,7 +273,7 @@ def _tensor_base(a: np.ndarray) -> torch.Tensor | None:
     """The torch tensor whose memory a NumPy array views (``t.numpy()``), if any."""
     base = a.base
     for _ in range(64):
-        if base is None or isinstance(base, _Tensor):
+        if base is None or isinstance(base, T.Tensor):
             return base
         base = getattr(base, "base", None) if isinstance(base, _ndarray) else None
     return None
@@ -326,7 +333,7 @@ def read_as_is(v: Any, dtype: str, written: bool, grad_ok: bool) -> tuple[Any, .
     nbytes, shape, holder, is_numpy)`` or None, like ``bridge_read``. None sends the
     argument to :func:`prepare_array`, which explains the refusal or makes the copy."""
     cls = type(v)
-    if cls is _Tensor or cls is torch.nn.Parameter:
+    if cls is T.Tensor or cls is T.Parameter:
         try:
             if (dtype != "any" and v.dtype is not TORCH_DTYPES[dtype]) or not v.is_cpu or v.is_nested \
                     or not v.is_contiguous() or v.is_neg() or (v.is_complex() and v.is_conj()):

@@ -2,14 +2,16 @@
 """Callbacks: Python callables C may call from any thread, their arguments as tensors."""
 from __future__ import annotations
 
-from typing import Any, Callable
-
-import torch
+from typing import TYPE_CHECKING, Any, Callable
 
 from .. import _codegen
+from .._torch import T
 from ..errors import ArgumentTypeError, ContractError
 from ..plan import Param
-from .arrays import TORCH_DTYPES, _describe
+from .arrays import ITEMSIZE, _describe
+
+if TYPE_CHECKING:
+    import torch
 
 # --------------------------------------------------------------------------- #
 # Callbacks: Python callables C may call from any thread                       #
@@ -18,16 +20,18 @@ from .arrays import TORCH_DTYPES, _describe
 
 def _view_maker(ffi: Any) -> Callable[..., torch.Tensor]:
     """``view(ptr, shape, dtype, itemsize, copy)``: a tensor over ``prod(shape)`` elements
-    of C memory at ``ptr`` (valid while the callback runs; a copy with ``copy``)."""
-    NULL, buffer, frombuffer, empty = ffi.NULL, ffi.buffer, torch.frombuffer, torch.empty
+    of C memory at ``ptr`` (valid while the callback runs; a copy with ``copy``); torch
+    is imported at the first call (a callback's arrays are tensors)."""
+    NULL, buffer = ffi.NULL, ffi.buffer
 
     def view(ptr: Any, shape: tuple[int, ...], dtype: torch.dtype, itemsize: int, copy: bool) -> torch.Tensor:
         n = 1
         for d in shape:
             n *= d
         if n <= 0 or ptr == NULL:
-            return empty(shape, dtype=dtype)
-        t = frombuffer(buffer(ptr, n * itemsize), dtype=dtype).view(shape)
+            empty: torch.Tensor = T.empty(shape, dtype=dtype)
+            return empty
+        t: torch.Tensor = T.frombuffer(buffer(ptr, n * itemsize), dtype=dtype).view(shape)
         return t.clone() if copy else t
 
     return view
@@ -48,21 +52,19 @@ def _callback_factory(ffi: Any, p: Param, fname: str) -> Callable[[Any, Callable
         f"{res.text} (*)({', '.join(q.type.text for q in sig.params) or 'void'})")
     sizes = {sym for shape in spec.arrays.values() for d in shape for sym in d.symbols}
     cnames = [f"a{i}" for i in range(len(sig.params))]
-    ns: dict[str, Any] = {"_view": _view_maker(ffi), "_ffi": ffi, "_NULL": ffi.NULL, "_string": ffi.string}
+    ns: dict[str, Any] = {"_view": _view_maker(ffi), "_ffi": ffi, "_NULL": ffi.NULL, "_string": ffi.string, "_torch": T}
     args: list[str] = []
     for i, q in enumerate(sig.params):
         c = cnames[i]
         if q.name in spec.arrays:
             dtype = q.type.dtype
             assert dtype is not None
-            tdt = TORCH_DTYPES[dtype]
-            ns[f"_dt{i}"] = tdt
             dims = []
             for d in spec.arrays[q.name]:
                 factors = [cnames[[r.name for r in sig.params].index(sym)] for sym in d.symbols]
                 dims.append(" * ".join(factors + ([str(d.factor)] if d.factor != 1 or not factors else [])))
             shape = "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
-            args.append(f"_view({c}, {shape}, _dt{i}, {tdt.itemsize}, {spec.copy})")
+            args.append(f"_view({c}, {shape}, _torch.{dtype}, {ITEMSIZE[dtype]}, {spec.copy})")
         elif q.name in sizes:
             continue
         elif q.type.pointer_depth == 1 and q.type.dtype == "any":

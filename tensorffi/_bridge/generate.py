@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
-import torch
 
 from .. import _codegen
+from .._torch import T
 from ..contract import Dim
 from ..errors import (
     AllocationError,
@@ -35,12 +35,11 @@ from . import lower as _lower
 from .arrays import (
     _FLT_MAX,
     _FLT_NORMAL,
+    ITEMSIZE,
     NUMPY_DTYPES,
     TORCH_DTYPES,
-    _increment_version,
     _ndarray,
     _numpy_address,
-    _Tensor,
     prepare_array,
     strided,
 )
@@ -55,11 +54,16 @@ if TYPE_CHECKING:
 # --------------------------------------------------------------------------- #
 
 
+def _bump(tensors: tuple[Any, ...]) -> None:
+    """Bump the autograd version counter of tensors C wrote (torch is loaded: they exist)."""
+    T._C._increment_version(tensors)
+
+
 def _bumps(*tensors: Any) -> None:
     """Bump the autograd version counter of the tensors C wrote (None entries skipped)."""
     ts = tuple(t for t in tensors if t is not None)
     if ts:
-        _increment_version(ts)
+        T._C._increment_version(ts)
 
 
 def _closer(want: Any, where: str, fname: str) -> Callable[[Handle], None]:
@@ -83,13 +87,13 @@ def _sym_check(ok: Any, make: Callable[[], Exception]) -> None:
         return
     if isinstance(ok, bool):
         raise make()
-    torch._check_with(ShapeError, ok, lambda: str(make()))
+    T._check_with(ShapeError, ok, lambda: str(make()))
 
 
 def _numel(v: Any) -> int:
     if isinstance(v, strided):
         v = v.obj
-    if isinstance(v, _Tensor):
+    if isinstance(v, T.Tensor):
         return int(v.numel())
     if isinstance(v, _ndarray):
         return int(v.size)
@@ -159,10 +163,10 @@ class _Gen:
         self.hidden = dict(hidden or {})
         self.grad_guard = grad_guard
         self.ns: dict[str, Any] = {
-            "_T": _Tensor,
+            "_torch": T,  # torch's functions and dtypes: generated code names them _torch.empty, _torch.float32
             "_ND": _ndarray,
             "_TFE": TensorFFIError,
-            "_bump": _increment_version,
+            "_bump": _bump,
             "_bumps": _bumps,
             "_ShapeError": ShapeError,
             "_Overflow": ArgumentOverflowError,
@@ -753,8 +757,8 @@ class _Gen:
                 for s in d.symbols:
                     self.need(s, f"argument '{p.name}'")
             dims = [self.dim_expr(d, self.where(p)) for d in p.shape]
-            tdt = self.const(TORCH_DTYPES[p.dtype], "dt")
-            empty = self.const(torch.empty, "empty")
+            tdt = f"_torch.{p.dtype}"
+            empty = "_torch.empty"
             targs = ", ".join(dims) if dims else "()"
             self.emit("try:")
             self.indent()
@@ -805,7 +809,7 @@ class _Gen:
             if p.kind != "array" or p.min_len is None:
                 continue
             q = by[p.min_len]
-            size = TORCH_DTYPES[p.dtype].itemsize  # type: ignore[index]
+            size = ITEMSIZE[p.dtype]  # type: ignore[index]
             W, V = self.lit(self.where(p)), f"'{q.name}'"
             cond = f"{q.pyname} <= _b{p.index} // {size}"
             if p.optional:
@@ -937,8 +941,8 @@ class _Gen:
                 self.emit(f"_r = {self.const(self.b.string, 'string')}(_r)")
             if kernel:
                 _, outs = operator_signature(plan, self.hidden)
-                rdt = self.const(TORCH_DTYPES[outs[-1].dtype], "rdt")
-                value = [f"{self.const(torch.tensor, 'tensor')}(_r, dtype={rdt})"]
+                rdt = self.const(TORCH_DTYPES[outs[-1].dtype], "rdt")  # (an operator: torch is loaded)
+                value = [f"{self.const(T.tensor, 'tensor')}(_r, dtype={rdt})"]
             else:
                 value = ["_r"]
         if kernel:
@@ -971,7 +975,7 @@ class _Gen:
         self.emit("__tracebackhide__ = True")
         if self.grad_guard is not None and tensors:
             guard = self.const(self.grad_guard, "guard")
-            ge = self.const(torch.is_grad_enabled, "ge")
+            ge = self.const(T.is_grad_enabled, "ge")
             needs = " or ".join(
                 f"({a.name} is not None and {a.name}.requires_grad)" if a.optional else f"{a.name}.requires_grad"
                 for a in tensors
@@ -983,7 +987,7 @@ class _Gen:
         arrays = [by_py[a.name] for a in tensors]
         self.emit_arrays(arrays)
         fills = self.emit_sizes(arrays, args)
-        empty = self.const(torch.empty, "empty")
+        empty = self.const(T.empty, "empty")
         results = []
         for o in outs:
             if o.name == "return":
@@ -1085,8 +1089,8 @@ class _Gen:
             if p.optional:
                 self.dedent()
         self.emit_sizes(arrays, args)
-        empty = self.const(torch.empty, "empty")
-        cpu = self.const(torch.device("cpu"), "cpu")
+        empty = self.const(T.empty, "empty")
+        cpu = self.const(T.device("cpu"), "cpu")
         results = []
         for o in outs:
             dt = self.const(TORCH_DTYPES[o.dtype], "dt")

@@ -45,6 +45,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from .. import _torch as _tt
 from .._shims import TRAMPOLINE_PREFIX
 from ..plan import Param, Plan, operator_signature, pyname
 
@@ -63,7 +64,9 @@ class _State:
     native: Any = None  # the configured module, or None
     torch_ok = False
     numpy_ok = False
+    torch_pending = False  # configured for NumPy; torch's part waits for torch's import
     reason = ""  # why the path, or part of it, is off
+    numpy_reason = ""
     dtype_codes: dict[str, int] = {}
     limits: dict[str, int] = {}
 
@@ -117,7 +120,12 @@ def _numpy_facts(names: tuple[str, ...]) -> tuple[Any, ...]:
 
 
 def configure() -> None:
-    """Install and configure the native call path (once; TENSORFFI_BRIDGE=python turns it off)."""
+    """Install and configure the native call path (TENSORFFI_BRIDGE=python turns it off).
+
+    NumPy arrays are configured at the first call; torch tensors once torch has been
+    imported (a tensor cannot exist before): now if it is, else
+    (:func:`tensorffi._torch.when_imported`: right after its import completes), so
+    NumPy-only use never imports torch."""
     if STATE.native is not None or STATE.reason:
         return
     if os.environ.get("TENSORFFI_BRIDGE", "").lower() == "python":
@@ -133,22 +141,39 @@ def configure() -> None:
             STATE.reason = "off (" + _native.ffi.string(_native.lib.tf_last_error()).decode() + ")"
             return
     names = _native.bridge_dtypes()
-    import torch
-
-    tf = _torch_facts(torch)
-    torch_reason = tf if isinstance(tf, str) else ""
-    torch_ok, numpy_ok = _native.bridge_configure(None if torch_reason else tf, _numpy_facts(names))
-    STATE.torch_ok, STATE.numpy_ok = bool(torch_ok), bool(numpy_ok)
-    if not (torch_ok or numpy_ok):  # pragma: no cover - neither library looks as expected
-        STATE.reason = f"off ({torch_reason or 'NumPy arrays do not look as expected'})"
-        return
-    reasons = [torch_reason] if torch_reason else []
-    if not numpy_ok:  # pragma: no cover
-        reasons.append("NumPy's array struct does not look as expected")
-    STATE.reason = "; ".join(reasons)
+    _, numpy_ok = _native.bridge_configure(None, _numpy_facts(names))
+    STATE.numpy_ok = bool(numpy_ok)
+    if not numpy_ok:  # pragma: no cover - NumPy's array struct does not look as expected
+        STATE.numpy_reason = "NumPy's array struct does not look as expected"
     STATE.native = _native
     STATE.dtype_codes = {n: i for i, n in enumerate(names)}
     STATE.limits = dict(_native.bridge_limits())
+    STATE.torch_pending = True
+    if not numpy_ok:  # pragma: no cover - then torch's part is all there is
+        import torch  # noqa: F401
+    _tt.when_imported(_configure_torch)
+
+
+def _configure_torch(torch: Any) -> None:
+    """The torch part of :func:`configure` (torch is imported)."""
+    STATE.torch_pending = False
+    try:
+        tf = _torch_facts(torch)
+    except Exception as exc:  # noqa: BLE001 - a torch unlike any we know: its tensors take the Python path
+        tf = f"torch's tensors cannot be read from C here ({type(exc).__name__}: {exc})"
+    torch_reason = tf if isinstance(tf, str) else ""
+    torch_ok = False
+    if not torch_reason:
+        torch_ok, _ = STATE.native.bridge_configure(tf, None)
+    STATE.torch_ok = bool(torch_ok)
+    reasons = [torch_reason] if torch_reason else []
+    if STATE.numpy_reason:  # pragma: no cover
+        reasons.append(STATE.numpy_reason)
+    if not (STATE.torch_ok or STATE.numpy_ok):  # pragma: no cover - neither library looks as expected
+        STATE.native = None
+        STATE.reason = f"off ({'; '.join(reasons)})"
+        return
+    STATE.reason = "; ".join(reasons)
 
 
 def describe() -> str:
@@ -157,6 +182,7 @@ def describe() -> str:
     if STATE.native is None:
         return f"Python ({STATE.reason.removeprefix('off (').removesuffix(')')})"
     kinds = [k for k, ok in (("torch tensors: DLPack exchange API", STATE.torch_ok),
+                             ("torch tensors: once torch is imported", STATE.torch_pending),
                              ("NumPy arrays: array struct", STATE.numpy_ok)) if ok]
     text = "native (" + "; ".join(kinds) + ")"
     return text + (f"; Python for the rest: {STATE.reason}" if STATE.reason else "")
@@ -167,8 +193,8 @@ def reader() -> Any:
     argument for the Python path (csrc/bridge_call.c ``bridge_read``), or its Python
     mirror where C cannot read tensors (:func:`tensorffi._bridge.arrays.read_as_is`)."""
     configure()
-    if STATE.native is not None and STATE.torch_ok and STATE.numpy_ok:
-        return STATE.native.bridge_read
+    if STATE.native is not None and STATE.numpy_ok and (STATE.torch_ok or STATE.torch_pending):
+        return STATE.native.bridge_read  # (reads tensors from C once torch is configured)
     from .arrays import read_as_is  # its Python mirror
 
     return lambda v, code, written, grad_ok: read_as_is(v, _NAMES[code], written, grad_ok)

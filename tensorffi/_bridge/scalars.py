@@ -7,11 +7,10 @@ import operator
 from typing import Any
 
 import numpy as np
-import torch
 
+from .._torch import T, is_dtype
 from ..errors import ArgumentOverflowError, ArgumentTypeError, ShapeError
 
-_Tensor = torch.Tensor
 
 _MAX_SIZE = (1 << 63) - 1  # sizes are int64_t
 
@@ -31,7 +30,10 @@ def _integer(v: Any) -> int | None:
 
 def _is_bool(v: Any) -> bool:
     """A bool of any kind: not a size, even where it is an integer."""
-    return isinstance(v, (bool, np.bool_)) or getattr(v, "dtype", None) in (torch.bool, np.bool_)
+    if isinstance(v, (bool, np.bool_)):
+        return True
+    dt = getattr(v, "dtype", None)
+    return dt is not None and (is_dtype(dt, "bool") or (isinstance(dt, np.dtype) and dt == np.bool_))
 
 
 def _checked_int(v: Any, where: str, ctype: str, int_range: tuple[int, int]) -> int:
@@ -55,7 +57,7 @@ def _checked_float(v: Any, where: str, ctype: str, bits: int) -> float:
     if (
         isinstance(v, complex)
         or (isinstance(v, (np.generic, np.ndarray)) and v.dtype.kind == "c")
-        or (isinstance(v, _Tensor) and v.is_complex())
+        or (isinstance(v, T.Tensor) and v.is_complex())
     ):
         raise ArgumentTypeError(f"{where} ({ctype}) expects a real number, got a complex {type(v).__name__}")
     try:

@@ -2,17 +2,20 @@
 """Strings, structs and struct pointers (Handles among them) as C arguments."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from .._decl import Declarations
+from .._torch import T, is_dtype
 from ..errors import ArgumentOverflowError, ArgumentTypeError
 from ..handles import Handle
 from ..plan import _int_range
-from .arrays import Prepared, _check_storage, _describe, _ndarray, _Tensor, prepare_array, strided
+from .arrays import Prepared, _check_storage, _describe, _ndarray, prepare_array, strided
 from .scalars import _checked_float, _checked_int
+
+if TYPE_CHECKING:
+    import torch
 
 # --------------------------------------------------------------------------- #
 # Structs that hold pointers                                                   #
@@ -65,7 +68,7 @@ class Struct:
     def check_storages(self) -> None:
         """Re-check that every tensor the struct points to is still held by its storage."""
         for name, p in self._keep.items():
-            if isinstance(p, Prepared) and isinstance(p.owner, _Tensor):
+            if isinstance(p, Prepared) and isinstance(p.owner, T.Tensor):
                 _check_storage(p.owner, f"struct {self._type}: field '{name}'")
             elif isinstance(p, Struct):
                 p.check_storages()
@@ -143,9 +146,10 @@ def _string_arg(ffi: Any, value: Any, where: str, ctype: str, optional: bool) ->
         return value, value, None
     if isinstance(value, ffi.CData):
         return value, value, None
-    if isinstance(value, (_Tensor, _ndarray, strided)):
+    if isinstance(value, (T.Tensor, _ndarray, strided)):
         obj = value.obj if isinstance(value, strided) else value
-        dt = "int8" if getattr(obj, "dtype", None) in (torch.int8, np.int8) else "uint8"
+        odt = getattr(obj, "dtype", None)
+        dt = "int8" if (isinstance(odt, np.dtype) and odt == np.int8) or is_dtype(odt, "int8") else "uint8"
         prep = prepare_array(value, where=where, ctype=ctype, dtype=dt, written=False, may_copy=False)
         owner = prep.owner
         size = owner.size if isinstance(owner, _ndarray) else owner.numel()
