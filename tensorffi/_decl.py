@@ -405,26 +405,29 @@ def _typedef_signature(name: str, decls: Declarations, seen: int = 0) -> CFuncti
     return None
 
 
+def _renamed(node: c_ast.Node, name: str | None, *, stop_at_function: bool = False) -> c_ast.Node:
+    """``node`` with the name of its innermost TypeDecl set to ``name``: a shallow copy of
+    each node on the way there, the rest shared (the parse tree is never changed, and a
+    deep copy cost most of the package's import)."""
+    if isinstance(node, c_ast.TypeDecl):
+        out = copy.copy(node)
+        out.declname = name
+        return out
+    if not hasattr(node, "type") or (stop_at_function and isinstance(node, c_ast.FuncDecl)):
+        return node
+    out = copy.copy(node)
+    out.type = _renamed(node.type, name, stop_at_function=stop_at_function)
+    return out
+
+
 def _named_decl(node: c_ast.Node, gen: c_generator.CGenerator) -> str:
-    node = copy.deepcopy(node)
-    cur = node
-    while hasattr(cur, "type") and not isinstance(cur, c_ast.TypeDecl):
-        cur = cur.type
-    if isinstance(cur, c_ast.TypeDecl):
-        cur.declname = "__TF_NAME__"
+    node = _renamed(node, "__TF_NAME__")
     return str(gen.visit(c_ast.Decl(None, [], [], [], [], node, None, None)))
 
 
 def _type_text(node: c_ast.Node) -> str:
     """The C spelling of a declarator's type, without its name ("const float *")."""
-    node = copy.deepcopy(node)
-    cur = node
-    while not isinstance(cur, c_ast.TypeDecl) and hasattr(cur, "type"):
-        if isinstance(cur, c_ast.FuncDecl):
-            break
-        cur = cur.type
-    if isinstance(cur, c_ast.TypeDecl):
-        cur.declname = None
+    node = _renamed(node, None, stop_at_function=True)
     return str(c_generator.CGenerator().visit(c_ast.Typename(name=None, quals=[], align=None, type=node))).strip()
 
 
