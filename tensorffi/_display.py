@@ -29,7 +29,6 @@ axpy(a, x, y, *, n=None) -> None
 from __future__ import annotations
 
 import html
-import inspect
 from typing import Any, Callable
 
 __all__ = ["decorate", "FunctionView", "LibraryView", "Info", "info_text", "handle_html"]
@@ -176,18 +175,7 @@ class FunctionView:
 
 def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Give a bound function its description (attributes only; its call is unchanged)."""
-    view = FunctionView(fn)
-    try:
-        sig = inspect.signature(fn)
-        ctypes = {p.pyname: p.ctype for p in view.bound.plan.params}
-        params = [q.replace(annotation=ctypes[q.name]) if q.name in ctypes else q for q in sig.parameters.values()]
-        # the short calling form (the generated function also takes every C argument
-        # positionally through *_more: see the docstring)
-        params = [q for q in params if q.kind is not q.VAR_POSITIONAL]
-        returns = None if view.returns == "None" else view.returns
-        fn.__signature__ = sig.replace(parameters=params, return_annotation=returns)  # type: ignore[attr-defined]
-    except (TypeError, ValueError):  # pragma: no cover - a signature inspect cannot read
-        pass
+    view = FunctionView(fn)  # (its __signature__, a stub's, is the bridge's: tensorffi.plan.python_signature)
     full = ""
     if view.full_form:
         allnames = ", ".join(p.pyname for p in view.bound.plan.params)

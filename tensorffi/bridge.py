@@ -58,7 +58,6 @@ The GIL is released around every C call (by the native call, or by cffi).
 """
 from __future__ import annotations
 
-import inspect
 from typing import Any, Callable, Mapping
 
 from ._bridge import lower as _lower
@@ -70,7 +69,7 @@ from ._decl import CFunction
 from .contract import Contract
 from .errors import ContractError, NativeError, error_for_status
 from .handles import Handle
-from .plan import OpArg, OpOutput, Param, build_plan, operator_signature
+from .plan import OpArg, OpOutput, Param, build_plan, operator_signature, python_signature
 
 # --------------------------------------------------------------------------- #
 # Bound functions                                                              #
@@ -123,12 +122,13 @@ class BoundFunction:
         self.python_call = _Gen(self, "call").generate_call()
         native_call, self.native_reason = _lower.lower(self, self.python_call)
         self.call = native_call if native_call is not None else self.python_call
+        signature = python_signature(self.plan)  # as a stub (.pyi) would write it
         for fn in {id(self.call): self.call, id(self.python_call): self.python_call}.values():
             fn.__qualname__ = fn.__name__ = self.name
             fn.__doc__ = self.doc()
             fn.__wrapped_bridge__ = self  # type: ignore[union-attr]
+            fn.__signature__ = signature  # type: ignore[union-attr]
         if native_call is not None:
-            native_call.__signature__ = inspect.signature(self.python_call)
             native_call.__python_path__ = self.python_call
 
     @property

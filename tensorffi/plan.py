@@ -18,6 +18,7 @@ Nothing else interprets a contract.
 """
 from __future__ import annotations
 
+import inspect
 import keyword
 import re
 from dataclasses import dataclass, field
@@ -634,7 +635,83 @@ def operator_signature(plan: Plan, hidden: Any = ()) -> tuple[list[OpArg], list[
     return args, outs
 
 
-__all__ = ["Plan", "Param", "build_plan", "operator_signature", "OpArg", "OpOutput", "pyname"]
+# --------------------------------------------------------------------------- #
+# The Python signature, as a stub (.pyi) would write it                        #
+# --------------------------------------------------------------------------- #
+
+#: annotation spellings (strings, as under ``from __future__ import annotations``)
+ARRAY = "torch.Tensor | numpy.ndarray"
+_BYTES = " | bytes | bytearray | memoryview"  # what a char/void array also takes (viewed through NumPy)
+
+
+def _annotation(p: Param) -> str:
+    if p.kind == "array":
+        text = ARRAY + (_BYTES if p.dtype in ("uint8", "int8", "any") and p.role == "in" else "")
+        if p.dtype == "any" and p.shape is None:
+            text += " | tensorffi.Handle"  # a bare void * may be a handle's pointer
+        return text
+    if p.kind == "scalar":
+        return {"float": "float", "bool": "bool"}.get(p.scalar or "", "int")
+    if p.kind == "string":
+        return "str | bytes"
+    if p.kind == "struct":
+        return "tensorffi.Handle | tensorffi.Struct"
+    if p.kind == "callback":
+        return "collections.abc.Callable[..., typing.Any]"
+    return "typing.Any"  # a raw pointer (cffi cdata)
+
+
+def _return_annotation(plan: Plan) -> str:
+    parts: list[str] = []
+    if plan.returns == "handle":
+        parts.append("tensorffi.Handle")
+    elif plan.returns == "count":
+        parts.append("int")
+    elif plan.returns == "value":
+        res = plan.decl.result
+        if plan.result_is_string:
+            parts.append("str | None")
+        elif res.pointer_depth or res.is_struct or res.is_function_pointer:
+            parts.append("typing.Any")
+        elif res.resolved in ("float", "double"):
+            parts.append("float")
+        elif res.resolved in ("_Bool", "bool") or res.base == "bool":
+            parts.append("bool")
+        else:
+            parts.append("int")
+    for q in plan.params:
+        if q.kind == "array" and q.role == "out":
+            parts.append(ARRAY)
+        elif q.kind == "handle_out":
+            parts.append("tensorffi.Handle")
+    if not parts:
+        return "None"
+    return parts[0] if len(parts) == 1 else f"tuple[{', '.join(parts)}]"
+
+
+def python_signature(plan: Plan) -> inspect.Signature:
+    """The bound function's signature as a stub would write it: the short calling form
+    (the C declaration's own form is also accepted, see ``describe()``), annotations as
+    Python types (strings naming ``torch``, ``numpy``, ``tensorffi``), ``None`` defaults for
+    what the bridge can fill in, allocate or leave NULL.
+
+    >>> from tensorffi._decl import parse_declarations
+    >>> from tensorffi.contract import parse_contract
+    >>> decl = parse_declarations("int f(const float *x, float *y, int64_t n, double a);").functions["f"]
+    >>> plan = build_plan(None, decl, parse_contract("x: [n]; y: out [n]; return: status"))
+    >>> str(python_signature(plan)).replace("torch.Tensor | numpy.ndarray", "A")
+    "(x: 'A', a: 'float', *, y: 'A | None' = None, n: 'int | None' = None) -> 'A'"
+    """
+    P = inspect.Parameter
+    params = [P(q.pyname, P.POSITIONAL_OR_KEYWORD, annotation=_annotation(q)) for q in plan.positional]
+    params += [P(q.pyname, P.KEYWORD_ONLY, default=None, annotation=_annotation(q) + " | None")
+               for q in plan.keyword_only]
+    params += [P(pyname(s), P.KEYWORD_ONLY, default=None, annotation="int | None") for s in plan.free_sizes]
+    return inspect.Signature(params, return_annotation=_return_annotation(plan))
+
+
+__all__ = ["Plan", "Param", "build_plan", "operator_signature", "python_signature", "OpArg", "OpOutput",
+           "pyname"]
 
 
 def __dir__() -> list[str]:

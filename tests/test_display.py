@@ -73,8 +73,10 @@ def test_bound_functions_carry_their_description_and_stay_plain_functions(lib, r
     assert fn.__wrapped_bridge__.call is fn
     assert getattr(fn, "__native__", False) or inspect.isfunction(getattr(fn, "_tf_call", None))
     sig = inspect.signature(fn)
-    assert str(sig) == ("(x: 'const float *', a: 'float', *, y: 'float *' = None, rows: 'int64_t' = None, "
-                        "cols: 'int64_t' = None) -> 'y: float32 [rows, cols]'")
+    A = "torch.Tensor | numpy.ndarray"
+    assert str(sig) == (f"(x: '{A}', a: 'float', *, y: '{A} | None' = None, rows: 'int | None' = None, "
+                        f"cols: 'int | None' = None) -> '{A}'")  # as a stub writes it (C types: the docstring)
+
     assert "void scale_into(const float *x" in fn.__doc__
     assert "Also callable as the C declaration reads: scale_into(x, y, rows, cols, a)" in fn.__doc__
     assert "<table>" in fn._repr_html_()
