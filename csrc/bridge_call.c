@@ -255,6 +255,10 @@ typedef struct {
     PyObject *hidden;   /* kernels: a tuple of callables giving the hidden parameters' values */
     PyObject *guard;    /* kernels: guard(*tensors), called when one requires grad in grad mode */
     PyObject *grad_enabled;
+    /* C++ functions: the count of exceptions the module's guards caught and not yet
+     * raised (read after every call), what raises this thread's, and what keeps both */
+    const int *cxx_pending;
+    PyObject *cxx_raise, *cxx_keep;
 } NativeCall;
 
 /* Per-call state of one array parameter. */
@@ -1297,6 +1301,8 @@ static int nc_traverse(NativeCall *self, visitproc visit, void *arg) {
     Py_VISIT(self->hidden);
     Py_VISIT(self->guard);
     Py_VISIT(self->grad_enabled);
+    Py_VISIT(self->cxx_raise);
+    Py_VISIT(self->cxx_keep);
     return 0;
 }
 
@@ -1310,6 +1316,9 @@ static int nc_clear(NativeCall *self) {
     Py_CLEAR(self->hidden);
     Py_CLEAR(self->guard);
     Py_CLEAR(self->grad_enabled);
+    Py_CLEAR(self->cxx_raise);
+    Py_CLEAR(self->cxx_keep);
+    self->cxx_pending = NULL;
     return 0;
 }
 
@@ -1457,6 +1466,71 @@ static PyObject *nc_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     return (PyObject *)self;
 }
 
+/* A C++ function's call: the call, then the exception its guard caught, if any (as
+ * `try: call() finally: if pending: raise_pending()`; what the call raised, if
+ * anything, becomes the new exception's __context__). One load when nothing threw. */
+static PyObject *nc_vectorcall_cxx(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    NativeCall *self = (NativeCall *)callable;
+    PyObject *r = nc_vectorcall(callable, args, nargsf, kwnames);
+    if (__atomic_load_n(self->cxx_pending, __ATOMIC_ACQUIRE) == 0)
+        return r;
+    PyObject *et = NULL, *ev = NULL, *etb = NULL;
+    if (r == NULL)
+        PyErr_Fetch(&et, &ev, &etb);
+    PyObject *x = PyObject_CallNoArgs(self->cxx_raise);
+    if (x != NULL) { /* nothing of this thread's was pending (another thread's was) */
+        Py_DECREF(x);
+        if (r == NULL)
+            PyErr_Restore(et, ev, etb);
+        return r;
+    }
+    Py_XDECREF(r);
+    if (et != NULL) {
+        PyObject *nt, *nv, *ntb;
+        PyErr_NormalizeException(&et, &ev, &etb);
+        if (etb != NULL)
+            PyException_SetTraceback(ev, etb);
+        PyErr_Fetch(&nt, &nv, &ntb);
+        PyErr_NormalizeException(&nt, &nv, &ntb);
+        PyException_SetContext(nv, ev); /* steals ev */
+        Py_DECREF(et);
+        Py_XDECREF(etb);
+        PyErr_Restore(nt, nv, ntb);
+    }
+    return NULL;
+}
+
+/* _cxx_guard(pending: int (the address of the module's int), raise_pending, keep): calls
+ * of a C++ module raise what its guards caught (tensorffi._calls.finish). */
+static PyObject *nc_cxx_guard(NativeCall *self, PyObject *args) {
+    PyObject *addr, *raise_fn, *keep;
+    if (!PyArg_ParseTuple(args, "O!OO:_cxx_guard", &PyLong_Type, &addr, &raise_fn, &keep))
+        return NULL;
+    void *p = PyLong_AsVoidPtr(addr);
+    if (p == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "_cxx_guard: a NULL address");
+        return NULL;
+    }
+    if (!PyCallable_Check(raise_fn)) {
+        PyErr_SetString(PyExc_TypeError, "_cxx_guard: raise_pending must be callable");
+        return NULL;
+    }
+    Py_INCREF(raise_fn);
+    Py_INCREF(keep);
+    Py_XSETREF(self->cxx_raise, raise_fn);
+    Py_XSETREF(self->cxx_keep, keep);
+    self->cxx_pending = (const int *)p;
+    self->vectorcall = nc_vectorcall_cxx;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef nc_methods[] = {
+    {"_cxx_guard", (PyCFunction)nc_cxx_guard, METH_VARARGS,
+     "Raise, after each call, the C++ exception the module's guard caught (tensorffi._calls)."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyObject *nc_repr(NativeCall *self) {
     PyObject *name = self->dict != NULL ? PyDict_GetItemString(self->dict, "__name__") : NULL;
     if (name != NULL)
@@ -1491,6 +1565,7 @@ static PyTypeObject NativeCall_Type = {
     .tp_traverse = (traverseproc)nc_traverse,
     .tp_clear = (inquiry)nc_clear,
     .tp_getset = nc_getset,
+    .tp_methods = nc_methods,
     .tp_dictoffset = offsetof(NativeCall, dict),
     .tp_new = nc_new,
 };

@@ -197,6 +197,12 @@ def finish(lib: Any, name: str, fn: Callable[..., Any], cxx: CxxErrors | None = 
         bound = getattr(fn, "__wrapped_bridge__", None)
         if bound is not None:
             _guard_kernels(bound, cxx)
+        if getattr(fn, "__native__", False):
+            # the native call reads the guard's count itself after each call (and after its
+            # Python path, which calls the same C function): no Python frame around it
+            fn._cxx_guard(int(cxx.ffi.cast("intptr_t", cxx.pending)), cxx.raise_pending, cxx)  # type: ignore[attr-defined]
+            cxx = None
+    if cxx is not None:
         out: Callable[..., Any] = GuardedCall(fn, lib, name, cxx)
     elif type(fn).__name__ == "function":
         out = BoundCall(fn, lib, name)

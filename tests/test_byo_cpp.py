@@ -146,7 +146,8 @@ def test_a_reserve_beyond_max_size_is_a_length_error(throwers):
 def test_exceptions_on_the_native_and_the_python_paths(throwers, rng, kind):
     x = rng.standard_normal(int(rng.integers(5, 40)))
     arg = torch.from_numpy(x) if kind == "torch" else x
-    y = throwers.scale(arg, 1.75)  # the native call path (arrays)
+    y = throwers.scale(arg, 1.75)  # the native call path (arrays): it reads the guard itself
+    assert getattr(throwers.scale, "__native__", False) and type(throwers.scale).__name__ == "NativeCall"
     np.testing.assert_allclose(np.asarray(y), x * 1.75, rtol=0, atol=0)
     with pytest.raises(errors.InvalidArgumentError, match="negative factor"):
         throwers.scale(arg, -1.0)
