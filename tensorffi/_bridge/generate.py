@@ -118,7 +118,6 @@ def _overlap(ranges: Sequence[tuple[str, int, int, bool]], fname: str) -> Layout
     return None
 
 
-
 def _shape_text(d: Dim) -> str:
     return str(d)
 
@@ -141,14 +140,9 @@ def _dim_value(info: tuple[Any, tuple[str, ...], str, str], values: tuple[Any, .
 # --------------------------------------------------------------------------- #
 
 
-class _Gen:
-    """Generates one specialised function from a plan.
-
-    ``mode``: ``"call"`` (the direct call: torch or NumPy arguments, outputs in the
-    caller's kind), ``"kernel"`` (an operator's body: torch tensors in operator
-    order, hidden parameters, outputs as tensors), ``"shape"`` (the operator's shape
-    rule: the same binding steps on fake tensors and symbolic sizes, no C call).
-    """
+class _Emitter:
+    """The generator's state and emission helpers: lines, constants, symbols bound so far,
+    the shapes of array arguments (see :class:`_Gen` for what is generated)."""
 
     def __init__(
         self,
@@ -192,8 +186,6 @@ class _Gen:
         self.keep_return: list[str] = []  # lines holding kept arrays on the returned handle (_hr)
         self._n = 0
 
-    # -- emission helpers -------------------------------------------------- #
-
     def const(self, value: Any, hint: str = "c") -> str:
         self._n += 1
         name = f"_{hint}{self._n}"
@@ -235,7 +227,19 @@ class _Gen:
         parts = [self.z(s) for s in d.symbols] + ([str(d.factor)] if d.factor != 1 or not d.symbols else [])
         return " * ".join(parts)
 
-    # -- shapes -------------------------------------------------------------- #
+    def header(self, params: list[str]) -> None:
+        self.lines.insert(0, f"def {self.b.safe_name}({', '.join(params)}):")
+
+    def finish(self, label: str) -> Callable[..., Any]:
+        src = "\n".join(self.lines) + "\n"
+        return _codegen.build(src, self.ns, function=self.b.safe_name, label=f"{label}: {self.fname}")
+
+    def init_symbols(self) -> None:
+        """Symbols not fixed by a required input start unknown (None)."""
+        rest = sorted(self.plan.contract.symbols - self.plan.input_bound)
+        if rest:
+            self.emit(" = ".join(self.z(s) for s in rest) + " = None")
+            self.maybe.update(rest)
 
     def bind_shape(self, p: Param, svar: str, conditional: bool) -> list[tuple[int, Dim]]:
         """Emit the rank check and the bind-or-check of every single-symbol dimension of
@@ -322,7 +326,26 @@ class _Gen:
                 f'{" bytes" if p.dtype == "any" else ""}")',
             )
 
-    # -- fills ------------------------------------------------------------- #
+    def bind_shapes(self, arrays: list[Param], optional: bool) -> list[tuple[Param, list[tuple[int, Dim]], bool]]:
+        """Bind the shape symbols of the given arrays with a shape, required ones or
+        (``optional``) the ones that may be None, guarded; (array, deferred products,
+        conditional) for each."""
+        products: list[tuple[Param, list[tuple[int, Dim]], bool]] = []
+        for p in arrays:
+            if p.shape is None or p.optional != optional:
+                continue
+            if optional:
+                self.emit(f"if {p.pyname} is not None:")
+                self.indent()
+            products.append((p, self.bind_shape(p, f"_s{p.index}", optional), optional))
+            if optional:
+                self.dedent()
+        return products
+
+
+class _Arguments(_Emitter):
+    """Each argument's lines: arrays (read as they are, prepared, absent), fills,
+    caller-given sizes, scalars, strings, structs and callbacks."""
 
     def fill_value(self, p: Param, array_var: dict[str, str]) -> str:
         """An expression for the value of fill parameter ``p``."""
@@ -341,8 +364,6 @@ class _Gen:
                 dims.append(f"({self.dim_expr(d)})")
             return " * ".join(dims) or "1"
         return f"_numel({array_var[src.name]})"
-
-    # -- arrays ------------------------------------------------------------ #
 
     def preparer(self, p: Param, grad_writes_ok: bool = False) -> str:
         """A name in the namespace for the general preparation of array ``p``:
@@ -431,6 +452,16 @@ class _Gen:
         if self.may_be_handle(p):
             self.emit(f"_h{i} = None")  # no handle: nothing to check or hold
 
+    def emit_alloc_failure(self, p: Param, dims: list[str]) -> None:
+        """The except clause of an output allocation: a typed error naming the argument."""
+        self.emit("except (RuntimeError, MemoryError, ValueError, OverflowError) as _x:")
+        shape = "(" + ", ".join(f"{{{d}}}" for d in dims) + ("," if len(dims) == 1 else "") + ")"
+        self.emit(
+            f'    raise {self.const(AllocationError, "alloc")}(f"{self.lit(self.where(p))}: cannot allocate the '
+            f'output of shape {shape} ({p.dtype}): {{_x}}") from None'
+        )
+
+
     def may_be_handle(self, p: Param) -> bool:
         """A bare ``void *`` of a call may carry an opaque tensorffi.Handle."""
         return self.handle_capable and p.dtype == "any" and p.shape is None
@@ -459,8 +490,6 @@ class _Gen:
         self.emit(f"_e = {fn}([r for r in ({ranges},) if _type(r[1]) is _int], {self.fname!r})")
         self.emit("if _e is not None: raise _e")
         self.dedent()
-
-    # -- scalars ----------------------------------------------------------- #
 
     def scalar_check(self, p: Param, v: str) -> None:
         """Emit the check/conversion of a caller-given scalar ``v`` in place."""
@@ -525,22 +554,6 @@ class _Gen:
             return f"_x{i}"
         # raw: function pointers, T **, structs by value: cffi checks them
         return v
-
-    # -- the three functions ---------------------------------------------- #
-
-    def header(self, params: list[str]) -> None:
-        self.lines.insert(0, f"def {self.b.safe_name}({', '.join(params)}):")
-
-    def finish(self, label: str) -> Callable[..., Any]:
-        src = "\n".join(self.lines) + "\n"
-        return _codegen.build(src, self.ns, function=self.b.safe_name, label=f"{label}: {self.fname}")
-
-    def init_symbols(self) -> None:
-        """Symbols not fixed by a required input start unknown (None)."""
-        rest = sorted(self.plan.contract.symbols - self.plan.input_bound)
-        if rest:
-            self.emit(" = ".join(self.z(s) for s in rest) + " = None")
-            self.maybe.update(rest)
 
     def emit_fills(
         self, array_var: dict[str, str], given: Callable[[Param], str | None], defining: bool | None = None
@@ -633,21 +646,10 @@ class _Gen:
             self.maybe.add(sym)
         self.dedent()
 
-    def bind_shapes(self, arrays: list[Param], optional: bool) -> list[tuple[Param, list[tuple[int, Dim]], bool]]:
-        """Bind the shape symbols of the given arrays with a shape, required ones or
-        (``optional``) the ones that may be None, guarded; (array, deferred products,
-        conditional) for each."""
-        products: list[tuple[Param, list[tuple[int, Dim]], bool]] = []
-        for p in arrays:
-            if p.shape is None or p.optional != optional:
-                continue
-            if optional:
-                self.emit(f"if {p.pyname} is not None:")
-                self.indent()
-            products.append((p, self.bind_shape(p, f"_s{p.index}", optional), optional))
-            if optional:
-                self.dedent()
-        return products
+
+class _CallGen(_Arguments):
+    """The direct call: arguments, outputs in the caller's kind, the C call and its
+    result (the native path hands this function what it does not take as it is)."""
 
     def generate_call(self) -> Callable[..., Any]:
         plan = self.plan
@@ -956,6 +958,16 @@ class _Gen:
         else:
             self.emit(f"return ({', '.join(allr)})")
 
+
+class _Gen(_CallGen):
+    """Generates one specialised function from a plan.
+
+    ``mode``: ``"call"`` (the direct call: torch or NumPy arguments, outputs in the
+    caller's kind), ``"kernel"`` (an operator's body: torch tensors in operator
+    order, hidden parameters, outputs as tensors), ``"shape"`` (the operator's shape
+    rule: the same binding steps on fake tensors and symbolic sizes, no C call).
+    """
+
     def op_params(self, args: list[OpArg]) -> list[str]:
         """Operator-order parameters; the dispatcher drops trailing arguments equal to
         their defaults (None for optional tensors), so those take defaults here."""
@@ -1014,15 +1026,6 @@ class _Gen:
         self.emit("    raise _e.with_traceback(None)")
         self.header(self.op_params(args))
         return self.finish("operator kernel")
-
-    def emit_alloc_failure(self, p: Param, dims: list[str]) -> None:
-        """The except clause of an output allocation: a typed error naming the argument."""
-        self.emit("except (RuntimeError, MemoryError, ValueError, OverflowError) as _x:")
-        shape = "(" + ", ".join(f"{{{d}}}" for d in dims) + ("," if len(dims) == 1 else "") + ")"
-        self.emit(
-            f'    raise {self.const(AllocationError, "alloc")}(f"{self.lit(self.where(p))}: cannot allocate the '
-            f'output of shape {shape} ({p.dtype}): {{_x}}") from None'
-        )
 
     def emit_sizes(self, arrays: list[Param], args: list[OpArg]) -> Any:
         """Operator kernel and shape rule alike: bind the arrays' shapes (optional ones
@@ -1113,7 +1116,6 @@ class _Gen:
         self.emit("    raise _e.with_traceback(None)")
         self.header(self.op_params(args))
         return self.finish("shape rule")
-
 
 def _full_form(plan: Plan, call: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
     """The C declaration's own calling form: every parameter positionally, in
