@@ -92,6 +92,15 @@ class Library:
         cfunc = self._shim_lookup(name) if use_shim else None  # type: ignore[misc]
         if cfunc is None:  # no shim for this one (e.g. an extern "Python" callback)
             use_shim, cfunc = False, getattr(self.raw, name)
+        trampoline = trampoline_address(self.ffi, self.raw, name) if self._trampolines else None
+        address = self._addresses.get(name)
+        if address is None and trampoline is None and not decl.variadic:
+            # load() (cffi's ABI mode): its functions are pointers, and the native path can
+            # call one by its address (tensorffi._bridge.lower.generic_call) instead of
+            # through cffi's call (~0.5 us)
+            fptr = getattr(self.raw, name, None)
+            if isinstance(fptr, self.ffi.CData):
+                address = int(self.ffi.cast("intptr_t", fptr))
         bound = BoundFunction(
             self.ffi,
             cfunc,
@@ -102,10 +111,10 @@ class Library:
             error_message=self._error_message,
             resolve=lambda fname: getattr(self.raw, fname),
             native=self._native,
-            trampoline=trampoline_address(self.ffi, self.raw, name) if self._trampolines else None,
+            trampoline=trampoline,
             keepalive=self.raw,
             destructor=name in self._destructors,
-            address=self._addresses.get(name),
+            address=address,
         ).call
         _display.decorate(bound)  # attributes for help() and notebooks; the call is unchanged
         # picklable as the library is; a C++ module's functions raise what their guard caught

@@ -302,3 +302,51 @@ def test_mixed_registers_equal_ctypes(sigs, rng):
     assert y[0] == float(sum((k + 1) * t for k, t in enumerate(v)))
     with pytest.raises(tensorffi.ShapeError):
         lib.wide(np.zeros(0), *v)
+
+
+# load() takes the same register call: its functions are cffi pointers (ABI mode), called
+# by their address instead of through cffi's call; built with gcc and clang (clang's
+# callees rely on the caller extending narrow arguments), equal to ctypes' call.
+
+_C_RESULTS = {"r_i8": "int8_t", "r_u8": "uint8_t", "r_i16": "int16_t", "r_u16": "uint16_t", "r_i32": "int32_t",
+              "r_u32": "uint32_t", "r_i64": "int64_t", "r_u64": "uint64_t", "r_bool": "bool", "r_f32": "float",
+              "r_f64": "double"}
+SIG_CDEF = "\n".join(f"{t} {n}(int64_t a, float b, double c, const float *x, int n);" for n, t in _C_RESULTS.items()) + """
+double many(int8_t a, uint16_t b, int32_t c, uint64_t d, const double *x, int64_t e,
+            float f0, double f1, float f2, double f3, float f4, double f5, float f6, double f7);
+"""
+
+
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_load_calls_by_address_and_equals_ctypes(sigs, tmp_path, cc, rng):
+    import shutil
+
+    from tensorffi._bridge import lower
+
+    if shutil.which(cc) is None:
+        pytest.skip(f"{cc} is not installed")
+    (tmp_path / "sigs.c").write_text(SIG_SRC)
+    so = tmp_path / f"sigs_{cc}.so"
+    subprocess.run([cc, "-O2", "-shared", "-fPIC", str(tmp_path / "sigs.c"), "-o", str(so)], check=True)
+    clib, _ = sigs  # ctypes' call of the gcc build is the reference
+    lib = tensorffi.load(str(so), SIG_CDEF, {"many": "x: [1]"})
+    for name in (*_C_RESULTS, "many"):
+        bound = getattr(lib, name).__wrapped_bridge__
+        assert bound.native_reason is None and getattr(getattr(lib, name), "__native__", False)
+        if lower.STATE.limits.get("generic"):
+            assert bound.address is not None and lower.generic_call(bound.plan, bound.ffi, bound.address) is not None
+    for _ in range(20):
+        a = int(rng.integers(-(2**40), 2**40))
+        b, c = float(np.float32(rng.standard_normal() * 100)), float(rng.standard_normal() * 1e6)
+        x = rng.standard_normal(7).astype(np.float32) * 1000
+        for name in _C_RESULTS:
+            want = getattr(clib, name)(a, b, c, x.ctypes.data_as(POINTER(c_float)), 7)
+            assert getattr(lib, name)(a, b, c, torch.from_numpy(x), 7) == want, name
+        ints = [int(rng.integers(-128, 128)), int(rng.integers(0, 65536)), int(rng.integers(-(2**31), 2**31)),
+                int(rng.integers(0, 2**63, dtype=np.uint64)) * 2 + 1]
+        xd = rng.standard_normal(1)
+        e = int(rng.integers(-(2**50), 2**50))
+        fl = [float(np.float32(v)) if i % 2 == 0 else float(v) for i, v in enumerate(rng.standard_normal(8))]
+        assert lib.many(*ints, xd, e, *fl) == clib.many(*ints, xd.ctypes.data_as(POINTER(c_double)), e, *fl)
+    with pytest.raises(tensorffi.ShapeError):
+        lib.r_f64(a, b, c, x, 8)  # n names x's length: at least 8 elements needed
