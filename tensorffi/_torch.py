@@ -68,6 +68,11 @@ class _LazyTorch:
             for part in path:  # (torch may be importing: torch.nn not there yet)
                 value = getattr(value, part, None)
             if value is None:
+                # kept too (a type test is on every call's path), and forgotten when
+                # torch's import completes (_after_torch: before any tensor exists)
+                with _lock:
+                    if loaded() is None and _finder in sys.meta_path:  # (the hook will forget it)
+                        setattr(self, name, _Absent)
                 return _Absent
         else:
             if name.startswith("__"):
@@ -126,6 +131,9 @@ _waiting: list[Callable[[Any], None]] = []
 
 def _after_torch() -> None:
     with _lock:
+        for name in _TYPES:  # T.Tensor and friends: torch's own classes from now on
+            if T.__dict__.get(name) is _Absent:
+                delattr(T, name)
         calls = list(_waiting)
         _waiting.clear()
     torch = loaded()

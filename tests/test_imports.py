@@ -235,8 +235,14 @@ def test_torch_imported_after_numpy_only_use_gets_the_native_path_and_every_chec
         "import numpy as np, tensorffi, tensorffi.io as tio, tensorffi.core as core\n"
         f"x = np.array({x.tolist()!r})\n"
         "core.axpy_(x, x.copy(), 2.0)\n"  # NumPy: configures the native path for NumPy
+        "import tensorffi.signal as ts\n"
+        "sos = np.array([[0.5, 0.25, 0.0, 1.0, -0.3, 0.0]])\n"
+        "y_np = ts.sosfilt(sos, x)\n"  # type tests made (and kept) before torch exists
         "before = 'torch' in sys.modules\n"
         "import torch\n"
+        "from tensorffi._torch import T\n"
+        "y_t = ts.sosfilt(torch.tensor(sos), torch.tensor(x))\n"
+        "same = T.Tensor is torch.Tensor and type(y_t) is torch.Tensor and y_t.tolist() == y_np.tolist()\n"
         "from tensorffi._bridge import lower\n"
         "t = torch.tensor(x)\n"
         "y = torch.zeros_like(t)\n"
@@ -253,9 +259,9 @@ def test_torch_imported_after_numpy_only_use_gets_the_native_path_and_every_chec
         "ds = issubclass(tio.CSVDataset, torch.utils.data.IterableDataset)\n"
         "print(json.dumps({'before': before, 'torch_ok': lower.STATE.torch_ok, 'y': y.tolist(), 'refused': refused,\n"
         "                  'r': r.tolist(), 'rkind': type(r).__module__, 'ds': ds,\n"
-        "                  'ops': hasattr(torch.ops.tensorffi, 'sosfilt')}))\n"
+        "                  'ops': hasattr(torch.ops.tensorffi, 'sosfilt'), 'same': same}))\n"
     )
-    assert not got["before"] and got["torch_ok"] and got["ops"]
+    assert not got["before"] and got["torch_ok"] and got["ops"] and got["same"]
     np.testing.assert_array_equal(got["y"], 0.5 * x)
     assert got["refused"] == "LayoutError"
     assert got["rkind"] == "torch"
