@@ -394,7 +394,10 @@ def read_csv(
     (True, 0.10000000149011612)
     """
     # Arguments (the common spellings first: small inputs make this cost visible).
-    kernel = _KERNELS.get(dtype) if isinstance(dtype, (T.dtype, str)) else None
+    try:
+        kernel = _KERNELS.get(dtype)  # names, NumPy dtypes, torch dtypes once seen
+    except TypeError:  # unhashable: _kernel_for says what is wrong
+        kernel = None
     if kernel is None:
         kernel = _kernel_for(dtype)
     want_numpy = False if like is None else _wants_numpy(like)
