@@ -15,7 +15,8 @@
  *      {record start, end, rows, first row} that step 3 reads;
  *   3. tf_parse_fill_<dtype> parses the chunks in parallel into out[rows][cols],
  *      every value correctly rounded from its decimal text (Eisel-Lemire with an exact
- *      big-decimal fallback; never through a wider type where that could round twice).
+ *      big-decimal fallback; never through a wider type where that could round twice),
+ *      or, for the integer types (_i32, _i64), exact.
  *
  * Syntax: fields are separated by the byte `delimiter`; spaces and tabs around a field
  * are ignored (unless one is the delimiter); a field may be double-quoted ("" is an
@@ -23,7 +24,9 @@
  * lines are skipped; `comment` (a byte, or -1 for none) starts a comment that runs to
  * the end of the line, and a line holding only a comment is skipped. Numbers:
  * [+-] digits [. digits] [(e|E) [+-] digits], also ".5" and "5.", and inf, infinity and
- * nan in any case. An empty field becomes `missing`.
+ * nan in any case. An empty field becomes `missing`. Integers (_i32, _i64): [+-] digits
+ * (leading zeros allowed), nothing else: "1.0", "1e3" and "nan" are errors, and so is
+ * a value outside the type's range (never wrapped or saturated).
  *
  * Errors are TF_EPARSE with a message naming line, column and byte offset, and
  * errinfo = {offset, line, column, text_begin, text_end} (0-based byte offset, 1-based
@@ -73,6 +76,17 @@ int tf_parse_fill_bf16(const uint8_t *data, int64_t n, int delimiter, int commen
                        int64_t nchunks, const int64_t *colmap, int64_t ncols_in, uint16_t *out, int64_t rows,
                        int64_t cols, double missing, int nthreads, int64_t *errinfo,
                       int (*fn)(void *handle, int64_t done, int64_t total), void *handle);
+/* Integers: `missing` is an integer of the type that fills empty fields (and NA words)
+ * when `fill` is 1 (TF_EINVAL if it does not fit int32); with fill 0 such a field is
+ * TF_EPARSE, since integers have no NaN. */
+int tf_parse_fill_i32(const uint8_t *data, int64_t n, int delimiter, int comment, const int64_t *chunks,
+                      int64_t nchunks, const int64_t *colmap, int64_t ncols_in, int32_t *out, int64_t rows,
+                      int64_t cols, int64_t missing, int fill, int nthreads, int64_t *errinfo,
+                      int (*fn)(void *handle, int64_t done, int64_t total), void *handle);
+int tf_parse_fill_i64(const uint8_t *data, int64_t n, int delimiter, int comment, const int64_t *chunks,
+                      int64_t nchunks, const int64_t *colmap, int64_t ncols_in, int64_t *out, int64_t rows,
+                      int64_t cols, int64_t missing, int fill, int nthreads, int64_t *errinfo,
+                      int (*fn)(void *handle, int64_t done, int64_t total), void *handle);
 
 /* Small inputs in one call (tensorffi/io.py uses it below a size threshold): the
  * first record as tf_parse_record finds it becomes the header when header is 1, or
@@ -98,6 +112,12 @@ int tf_parse_small_f16(const uint8_t *data, int64_t n, int64_t start, int64_t sk
 int tf_parse_small_bf16(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment,
                         int header, int64_t max_rows, double missing, uint16_t *out, int64_t cap, int64_t *meta,
                         int64_t nmeta);
+int tf_parse_small_i32(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment,
+                       int header, int64_t max_rows, int64_t missing, int fill, int32_t *out, int64_t cap,
+                       int64_t *meta, int64_t nmeta);
+int tf_parse_small_i64(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment,
+                       int header, int64_t max_rows, int64_t missing, int fill, int64_t *out, int64_t cap,
+                       int64_t *meta, int64_t nmeta);
 
 /* The same with reader options (tensorffi.io's na_values, decimal, thousands): opts
  * holds nopts bytes {decimal mark, thousands separator (0: none), general (1: every
@@ -125,6 +145,18 @@ int tf_parse_fill_x_bf16(const uint8_t *data, int64_t n, int delimiter, int comm
                         int64_t cols, double missing, int nthreads, int64_t *errinfo,
                         int (*fn)(void *handle, int64_t done, int64_t total), void *handle, const uint8_t *opts,
                         int64_t nopts);
+/* Integers under the options: a thousands separator is read between digits; a decimal
+ * mark (of any kind) makes a field that is not an integer. */
+int tf_parse_fill_x_i32(const uint8_t *data, int64_t n, int delimiter, int comment, const int64_t *chunks,
+                        int64_t nchunks, const int64_t *colmap, int64_t ncols_in, int32_t *out, int64_t rows,
+                        int64_t cols, int64_t missing, int fill, int nthreads, int64_t *errinfo,
+                        int (*fn)(void *handle, int64_t done, int64_t total), void *handle, const uint8_t *opts,
+                        int64_t nopts);
+int tf_parse_fill_x_i64(const uint8_t *data, int64_t n, int delimiter, int comment, const int64_t *chunks,
+                        int64_t nchunks, const int64_t *colmap, int64_t ncols_in, int64_t *out, int64_t rows,
+                        int64_t cols, int64_t missing, int fill, int nthreads, int64_t *errinfo,
+                        int (*fn)(void *handle, int64_t done, int64_t total), void *handle, const uint8_t *opts,
+                        int64_t nopts);
 int tf_parse_small_x_f32(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter,
                          int comment, int header, int64_t max_rows, double missing, float *out, int64_t cap,
                          int64_t *meta, int64_t nmeta, const uint8_t *opts, int64_t nopts);
@@ -137,6 +169,12 @@ int tf_parse_small_x_f16(const uint8_t *data, int64_t n, int64_t start, int64_t 
 int tf_parse_small_x_bf16(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter,
                          int comment, int header, int64_t max_rows, double missing, uint16_t *out, int64_t cap,
                          int64_t *meta, int64_t nmeta, const uint8_t *opts, int64_t nopts);
+int tf_parse_small_x_i32(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter,
+                         int comment, int header, int64_t max_rows, int64_t missing, int fill, int32_t *out,
+                         int64_t cap, int64_t *meta, int64_t nmeta, const uint8_t *opts, int64_t nopts);
+int tf_parse_small_x_i64(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter,
+                         int comment, int header, int64_t max_rows, int64_t missing, int fill, int64_t *out,
+                         int64_t cap, int64_t *meta, int64_t nmeta, const uint8_t *opts, int64_t nopts);
 
 /* The SIMD level the parser runs at on this CPU (TF_SIMD_*), after the TENSORFFI_SIMD
  * cap and the parser's own measured preference (see parse.c). */
@@ -189,6 +227,10 @@ int64_t tf_parse_stream_next_f16(tf_parse_stream *s, uint16_t *out, int64_t rows
                                  int64_t *errinfo);
 int64_t tf_parse_stream_next_bf16(tf_parse_stream *s, uint16_t *out, int64_t rows, int64_t cols, double missing,
                                   int64_t *errinfo);
+int64_t tf_parse_stream_next_i32(tf_parse_stream *s, int32_t *out, int64_t rows, int64_t cols, int64_t missing,
+                                 int fill, int64_t *errinfo);
+int64_t tf_parse_stream_next_i64(tf_parse_stream *s, int64_t *out, int64_t rows, int64_t cols, int64_t missing,
+                                 int fill, int64_t *errinfo);
 /* Copy the n input bytes from offset `begin` that the buffer still holds (header names,
  * error texts) to out. */
 int tf_parse_stream_bytes(const tf_parse_stream *s, int64_t begin, uint8_t *out, int64_t n);

@@ -663,13 +663,101 @@ static uint16_t tf_num_narrow(const tf_num *num, int mb, int eb) {
     return h;
 }
 
-enum { TF_DT_F32 = 0, TF_DT_F64 = 1, TF_DT_F16 = 2, TF_DT_BF16 = 3 };
+enum { TF_DT_F32 = 0, TF_DT_F64 = 1, TF_DT_F16 = 2, TF_DT_BF16 = 3, TF_DT_I32 = 4, TF_DT_I64 = 5 };
+#define TF_IS_INT(dt) ((dt) >= TF_DT_I32)
 
 typedef union {
     float f;
     double d;
     uint16_t h;
+    int32_t i32;
+    int64_t i64;
 } tf_val;
+
+/* ======================================================================== */
+/* integers (int32, int64)                                                  */
+/* ======================================================================== */
+
+/* Integers are exact or an error, never wrapped or saturated: the grammar is [+-]
+ * digits (leading zeros allowed), as NumPy's loadtxt(dtype=int) reads it: no '.', no
+ * exponent, no nan. The magnitude is accumulated in a uint64 (exact for up to 19
+ * digits: 10^19 - 1 < 2^64; longer runs are exact only after leading zeros) and
+ * checked against the type's bound before it becomes signed, so no signed arithmetic
+ * can overflow. A field that is not read (not an integer, or out of range) goes to the
+ * error path, which says which of the two it is (tf_int_error). */
+
+/* The magnitude w with sign neg as integer type dt in *v; 0 if it is out of range. */
+static inline __attribute__((always_inline)) int tf_int_value(uint64_t w, int neg, const int dt, tf_val *v) {
+    const uint64_t max = dt == TF_DT_I32 ? (uint64_t)INT32_MAX : (uint64_t)INT64_MAX;
+    if (__builtin_expect(w > max + (uint64_t)neg, 0)) return 0;
+    /* -w in two's complement, without a branch on the sign; written through the
+     * representation (a uint64 above INT64_MAX converted to int64_t is
+     * implementation-defined; exact-width types are two's complement without padding) */
+    const uint64_t u = (w ^ (0 - (uint64_t)neg)) + (uint64_t)neg;
+    if (dt == TF_DT_I32) {
+        const uint32_t u32 = (uint32_t)u;
+        memcpy(&v->i32, &u32, sizeof u32);
+    } else {
+        memcpy(&v->i64, &u, sizeof u);
+    }
+    return 1;
+}
+
+/* More than 19 digits in [p, e): their value in *w if at most 19 are significant
+ * (the rest are leading zeros), else 0 (out of every integer type's range). */
+__attribute__((noinline, cold)) static int tf_int_long(const uint8_t *p, const uint8_t *e, uint64_t *w) {
+    while (p < e && *p == '0') p++;
+    if (e - p > 19) return 0;
+    uint64_t x = 0;
+    for (; p < e; p++) x = x * 10 + (uint64_t)(*p - '0');
+    *w = x;
+    return 1;
+}
+
+/* The integer at p ([+-] digits) as type dt in *v: returns its end, or NULL if p does
+ * not start one or it is out of range. */
+static inline __attribute__((always_inline)) const uint8_t *tf_int_hot(const uint8_t *p, const uint8_t *end,
+                                                                     const int dt, tf_val *v) {
+    int neg = 0;
+    if (__builtin_expect(p < end, 1)) { /* branch-free, as in tf_scan_fast */
+        uint8_t c = *p;
+        neg = c == '-';
+        p += neg | (c == '+');
+    }
+    uint64_t w = 0;
+    const uint8_t *ib = p;
+    while (p < end && tf_is_digit(*p) && p - ib < 8) w = w * 10 + (uint64_t)(*p++ - '0');
+    if (p - ib == 8) p = tf_scan_digits(p, end, &w); /* wraps beyond 19 digits: checked below */
+    const int64_t nd = p - ib;
+    if (__builtin_expect(nd == 0, 0)) return NULL;
+    if (__builtin_expect(nd > 19, 0) && !tf_int_long(ib, p, &w)) return NULL;
+    return tf_int_value(w, neg, dt, v) ? p : NULL;
+}
+
+/* An integer filling [s, t) exactly, with the thousands separator th (-1: none)
+ * allowed between two digits: 1 and *v, or -1 (not an integer, or out of range). No
+ * length limit: leading zeros are skipped as they come. */
+static int tf_int_x(const uint8_t *s, const uint8_t *t, int th, int dt, tf_val *v) {
+    int neg = 0;
+    if (s < t && (*s == '-' || *s == '+')) {
+        neg = *s == '-';
+        s++;
+    }
+    if (s == t || !tf_is_digit(*s)) return -1;
+    uint64_t w = 0;
+    int sig = 0;
+    for (const uint8_t *p = s; p < t; p++) {
+        const uint8_t c = *p;
+        if (tf_is_digit(c)) {
+            if (sig == 0 && c == '0') continue;
+            if (++sig > 19) return -1;
+            w = w * 10 + (uint64_t)(c - '0');
+        } else if (!((int)c == th && tf_is_digit(p[-1]) && p + 1 < t && tf_is_digit(p[1]))) {
+            return -1;
+        }
+    }
+    return tf_int_value(w, neg, dt, v) ? 1 : -1;
+}
 
 /* The value of the number at tok, the slow way (long digit strings, inf, nan, ties). */
 __attribute__((noinline, cold)) static tf_val tf_value_cold(const uint8_t *tok, const uint8_t *end, int dt) {
@@ -825,6 +913,68 @@ tf_field_avx2(const uint8_t *p, const uint8_t *end, const uint8_t delim, uint64_
     *neg_out = (int)minus;
     return next;
 }
+
+/* tf_field_avx2 for integers: [sign] digits (at most 19, leading zeros included)
+ * followed by the delimiter, "\n" or "\r\n", the digits gathered by the same shuffle
+ * and multiply-add chain with no branch on their count; NULL sends the field to the
+ * general path (any other shape, more digits). Sets *w, *neg and *nl. */
+static inline __attribute__((always_inline)) TF_TARGET_AVX2 const uint8_t *
+tf_ifield_avx2(const uint8_t *p, const uint8_t *end, const uint8_t delim, uint64_t *w_out, int *neg_out,
+               int *nl_out) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)p);
+    const __m256i t = _mm256_sub_epi8(v, _mm256_set1_epi8('0'));
+    const __m256i isdig = _mm256_cmpeq_epi8(_mm256_min_epu8(t, _mm256_set1_epi8(9)), t);
+    const uint64_t dm = (uint32_t)_mm256_movemask_epi8(isdig);
+    const uint8_t c0 = *p;
+    const unsigned minus = c0 == '-', s = minus | (c0 == '+');
+    const unsigned len = (unsigned)_tzcnt_u64(~(dm | s)); /* 0..32 */
+    const unsigned nd = len - s;
+    if (__builtin_expect(len >= 32 || nd == 0 || nd > 19, 0)) return NULL;
+    const uint8_t *next, *x = p + len;
+    if (__builtin_expect(*x == delim, 1)) {
+        next = x + 1;
+        *nl_out = 0;
+    } else if (*x == '\n') {
+        next = x + 1;
+        *nl_out = 1;
+    } else if (*x == '\r' && x + 1 < end && x[1] == '\n') {
+        next = x + 2;
+        *nl_out = 1;
+    } else {
+        return NULL;
+    }
+    /* Output lane j (0..31) takes digit k = j - (32 - nd), at byte s + k (k < 0: none). */
+    const __m256i iota = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,
+                                          21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
+    const __m256i k = _mm256_add_epi8(iota, _mm256_set1_epi8((char)((int)nd - 32)));
+    __m256i src = _mm256_add_epi8(k, _mm256_set1_epi8((char)s));
+    src = _mm256_or_si256(src, _mm256_cmpgt_epi8(_mm256_setzero_si256(), k)); /* k < 0: zero */
+    const __m256i tlo = _mm256_permute2x128_si256(t, t, 0x00), thi = _mm256_permute2x128_si256(t, t, 0x11);
+    const __m256i dig = _mm256_blendv_epi8(_mm256_shuffle_epi8(tlo, src),
+                                           _mm256_shuffle_epi8(thi, _mm256_sub_epi8(src, _mm256_set1_epi8(16))),
+                                           _mm256_cmpgt_epi8(src, _mm256_set1_epi8(15)));
+    const __m256i d2 = _mm256_maddubs_epi16(dig, _mm256_set1_epi16(0x010A));
+    const __m256i d4 = _mm256_madd_epi16(d2, _mm256_set1_epi32(0x00010064));
+    const __m256i d8 = _mm256_madd_epi16(_mm256_packus_epi32(d4, d4), _mm256_set1_epi32(0x00012710));
+    const uint64_t g0 = (uint32_t)_mm256_extract_epi32(d8, 1);
+    const uint64_t g1 = (uint32_t)_mm256_extract_epi32(d8, 4), g2 = (uint32_t)_mm256_extract_epi32(d8, 5);
+    *w_out = (g0 * 100000000u + g1) * 100000000u + g2;
+    *neg_out = (int)minus;
+    return next;
+}
+
+/* The vector reader's integer field as type dt: *v, *nl and the next field's start;
+ * NULL for anything else, a value out of range included (the general path then says
+ * why; *nl is left alone). */
+static inline __attribute__((always_inline)) TF_TARGET_AVX2 const uint8_t *
+tf_ivalue_avx2(const uint8_t *p, const uint8_t *end, const uint8_t delim, const int dt, tf_val *v, int *nl_out) {
+    uint64_t w;
+    int neg, nl;
+    const uint8_t *next = tf_ifield_avx2(p, end, delim, &w, &neg, &nl);
+    if (__builtin_expect(next == NULL || !tf_int_value(w, neg, dt, v), 0)) return NULL;
+    *nl_out = nl;
+    return next;
+}
 #endif
 
 /* w * 10^q (w exact, at most 19 digits) converted to type dt, rounded once; 0 if the
@@ -847,6 +997,7 @@ static inline __attribute__((always_inline)) int tf_convert_simple(uint64_t w, i
 /* Parse the number at p into *v; returns its end, or NULL if p does not start one. */
 static inline __attribute__((always_inline)) const uint8_t *tf_value_hot(const uint8_t *p, const uint8_t *end,
                                                                        const int dt, tf_val *v) {
+    if (TF_IS_INT(dt)) return tf_int_hot(p, end, dt, v);
     uint64_t w;
     int64_t q;
     int neg, simple;
@@ -883,6 +1034,8 @@ static inline __attribute__((always_inline)) const uint8_t *tf_value_xfast(const
             break;
         }
     }
+    if (TF_IS_INT(dt)) /* a decimal mark or an exponent after the digits: the caller sees it */
+        return nd == 0 || nd > 19 || !tf_int_value(w, neg, dt, v) ? NULL : p;
     if (p < end && *p == dec) {
         p++;
         while (p < end && tf_is_digit(*p)) {
@@ -910,6 +1063,7 @@ static const uint8_t *tf_value_hot_any(const uint8_t *p, const uint8_t *end, int
     }
 }
 
+/* The float types' `missing` (integers have their own: tf_int_missing). */
 static tf_val tf_missing_value(double missing, int dt) {
     tf_val v;
     int tie;
@@ -926,6 +1080,8 @@ static inline __attribute__((always_inline)) void tf_store(void *out, int64_t i,
     switch (dt) {
     case TF_DT_F32: ((float *)out)[i] = v.f; break;
     case TF_DT_F64: ((double *)out)[i] = v.d; break;
+    case TF_DT_I32: ((int32_t *)out)[i] = v.i32; break;
+    case TF_DT_I64: ((int64_t *)out)[i] = v.i64; break;
     default: ((uint16_t *)out)[i] = v.h; break;
     }
 }
@@ -1029,6 +1185,7 @@ __attribute__((noinline, cold)) static int tf_value_x(const tf_syntax *sx, const
     if (s == t) return 0;
     const tf_xopts *x = sx->x;
     if (x && tf_na_word(x, s, t)) return 0;
+    if (TF_IS_INT(dt)) return tf_int_x(s, t, x ? x->thousands : -1, dt, v); /* any decimal mark: not an integer */
     if (!x || (x->decimal == '.' && x->thousands < 0)) return tf_value_hot_any(s, t, dt, v) == t ? 1 : -1;
     if (t - s > TF_XBUF) return -1;
     uint8_t buf[TF_XBUF];
@@ -1424,6 +1581,9 @@ enum {
     TF_PE_UTF8,
     TF_PE_LONG_QUOTE,   /* streams: a quoted field open for more than a = max bytes */
     TF_PE_LONG_LINE,    /* streams: a line of more than a = max bytes without an end */
+    TF_PE_INTEGER,      /* a = field number, b = bits: an integer column's field is not an integer */
+    TF_PE_RANGE,        /* a = field number, b = bits: an integer out of the type's range */
+    TF_PE_MISSING,      /* a = field number, b = bits: empty or an NA word, and no integer fill */
     TF_PE_INTERNAL      /* pass 2 disagrees with pass 1 (input changed meanwhile?) */
 };
 
@@ -1445,10 +1605,29 @@ static int tf_fail(tf_perr *err, int kind, const tf_syntax *sx, const uint8_t *a
     return -1;
 }
 
-/* A malformed token [tb, te): a NUL byte or bad UTF-8 inside it is named as such. */
-static int tf_fail_token(tf_perr *err, const tf_syntax *sx, const uint8_t *tb, const uint8_t *te, int64_t field) {
+/* Why the token [s, t) of an integer column was not read: TF_PE_RANGE if it is an
+ * integer (in quotes or not, blanks around, [+-] digits, thousands separators between
+ * digits), which then is out of range; else TF_PE_INTEGER. */
+static int tf_int_error(const tf_syntax *sx, const uint8_t *s, const uint8_t *t) {
+    int k;
+    if (t - s >= 2 && *s == '"' && t[-1] == '"') s++, t--;
+    while ((k = tf_uspace_at(s, t)) > 0) s += k;
+    while ((k = tf_uspace_before(s, t)) > 0) t -= k;
+    if (s < t && (*s == '-' || *s == '+')) s++;
+    if (s == t || !tf_is_digit(*s) || !tf_is_digit(t[-1])) return TF_PE_INTEGER;
+    const int th = sx->x ? sx->x->thousands : -1;
+    for (const uint8_t *p = s; p < t; p++)
+        if (!tf_is_digit(*p) && !((int)*p == th && tf_is_digit(p[-1]) && tf_is_digit(p[1]))) return TF_PE_INTEGER;
+    return TF_PE_RANGE;
+}
+
+/* A malformed token [tb, te) of a column of type dt: a NUL byte or bad UTF-8 inside it
+ * is named as such; in an integer column, an integer out of range too. */
+static int tf_fail_token(tf_perr *err, const tf_syntax *sx, const uint8_t *tb, const uint8_t *te, int64_t field,
+                         int dt) {
     const uint8_t *bad = tf_utf8_bad(tb, te);
     if (bad) return tf_fail(err, *bad ? TF_PE_UTF8 : TF_PE_NUL, sx, bad, tb, te, 0, 0);
+    if (TF_IS_INT(dt)) return tf_fail(err, tf_int_error(sx, tb, te), sx, tb, tb, te, field, dt == TF_DT_I32 ? 32 : 64);
     return tf_fail(err, TF_PE_NUMBER, sx, tb, tb, te, field, 0);
 }
 
@@ -1523,7 +1702,7 @@ static int tf_report(const tf_syntax *sx, const tf_perr *err, int64_t *errinfo, 
         errinfo[3] = sx->origin + err->text_begin;
         errinfo[4] = sx->origin + err->text_end;
     }
-    char what[160];
+    char what[256];
     int code = TF_EPARSE;
     switch (err->kind) {
     case TF_PE_NUMBER: snprintf(what, sizeof what, "field %lld is not a number", (long long)err->a); break;
@@ -1540,6 +1719,18 @@ static int tf_report(const tf_syntax *sx, const tf_perr *err, int64_t *errinfo, 
         snprintf(what, sizeof what, "quoted field is not closed within %lld bytes (opened here)", (long long)err->a);
         break;
     case TF_PE_LONG_LINE: snprintf(what, sizeof what, "line is longer than %lld bytes", (long long)err->a); break;
+    case TF_PE_INTEGER: snprintf(what, sizeof what, "field %lld is not an integer", (long long)err->a); break;
+    case TF_PE_RANGE:
+        snprintf(what, sizeof what, "field %lld is out of range for int%lld [%s, %s]", (long long)err->a,
+                 (long long)err->b, err->b == 32 ? "-2147483648" : "-9223372036854775808",
+                 err->b == 32 ? "2147483647" : "9223372036854775807");
+        break;
+    case TF_PE_MISSING:
+        snprintf(what, sizeof what,
+                 "field %lld is missing (empty or an NA word), and int%lld has no NaN (an integer `missing` fills "
+                 "such fields)",
+                 (long long)err->a, (long long)err->b);
+        break;
     default:
         snprintf(what, sizeof what, "internal error: the two passes disagree (did the input change while it was read?)");
         code = TF_EINTERNAL;
@@ -2085,6 +2276,7 @@ typedef struct {
     int64_t ncols_in, cols;
     void *out;
     tf_val missing;
+    int fill;      /* 0: a missing field is an error (an integer type without a `missing` fill) */
     tf_perr *errs; /* one per chunk */
     /* Single pass (one chunk whose row count is -1: tf_parse_small, streams): stop
      * after `limit` rows (-1: none), never write more than `cap` values. found[0] =
@@ -2108,14 +2300,26 @@ static int64_t tf_count_fields(const tf_syntax *sx, const uint8_t *p, int64_t nf
     }
 }
 
-/* The error for the token at fs (field j, 0-based) that is not a number. */
-__attribute__((noinline, cold)) static int tf_fail_field(const tf_syntax *sx, const uint8_t *fs, int64_t j,
+/* The error for the token at fs (field j, 0-based) that is not a number of type dt. */
+__attribute__((noinline, cold)) static int tf_fail_field(const tf_syntax *sx, const uint8_t *fs, int64_t j, int dt,
                                                          tf_perr *err) {
     const uint8_t *te = tf_token_end(sx, fs);
     const uint8_t *quote = memchr(fs, '"', (size_t)(te - fs));
     if (quote) return tf_fail(err, TF_PE_QUOTE_INSIDE, sx, quote, fs, te, 0, 0);
     while (te > fs && tf_blank(sx, te[-1])) te--;
-    return tf_fail_token(err, sx, fs, te, j + 1);
+    return tf_fail_token(err, sx, fs, te, j + 1, dt);
+}
+
+/* The error for a missing field j (0-based) of the record at rec, in an integer
+ * column without a fill: [tb, te) is its NA word, or empty (then the error is at the
+ * field's start, before its blanks). */
+__attribute__((noinline, cold)) static int tf_fail_missing(const tf_syntax *sx, const uint8_t *rec,
+                                                           const uint8_t *tb, const uint8_t *te, int64_t j, int dt,
+                                                           tf_perr *err) {
+    const uint8_t *at = tb;
+    if (tb == te)
+        while (at > rec && at[-1] != (uint8_t)sx->delim) at--;
+    return tf_fail(err, TF_PE_MISSING, sx, at, tb, te, j + 1, dt == TF_DT_I32 ? 32 : 64);
 }
 
 /* The error for a record (starting at rec) with `found` fields instead of `want`. */
@@ -2140,10 +2344,18 @@ __attribute__((noinline, cold)) static const uint8_t *tf_rescue(const tf_fill_ct
         /* a record (starting at rec) with the wrong number of fields says so first */
         int64_t nf = tf_utf8_bad(fs, te) ? fc->ncols_in : tf_count_fields(sx, rec, 0);
         if (nf != fc->ncols_in) tf_fail_fields(sx, rec, nf, fc->ncols_in, err);
-        else tf_fail_field(sx, fs, j, err);
+        else tf_fail_field(sx, fs, j, dt, err);
         return NULL;
     }
-    if (r == 0) *v = fc->missing;
+    if (r == 0) {
+        if (TF_IS_INT(dt) && !fc->fill) {
+            const uint8_t *t = te;
+            while (t > fs && tf_blank(sx, t[-1])) t--;
+            tf_fail_missing(sx, rec, fs, t, j, dt, err);
+            return NULL;
+        }
+        *v = fc->missing;
+    }
     return te;
 }
 
@@ -2173,9 +2385,13 @@ __attribute__((noinline)) static const uint8_t *tf_fill_field_slow(const tf_fill
     const uint8_t *s = tf_skip_blanks(sx, p + 1), *t = close - 1;
     while (t > s && tf_blank(sx, t[-1])) t--;
     tf_val v = fc->missing;
+    if (s == t && TF_IS_INT(dt) && !fc->fill) {
+        tf_fail_missing(sx, rec, fs, close, j, dt, err);
+        return NULL;
+    }
     if (s != t) {
         tf_num num;
-        if (!sx->x && tf_scan_number(s, t, &num) == t) {
+        if (!sx->x && !TF_IS_INT(dt) && tf_scan_number(s, t, &num) == t) {
             switch (dt) {
             case TF_DT_F32: v.f = tf_num_f32(&num); break;
             case TF_DT_F64: v.d = tf_num_f64(&num); break;
@@ -2185,10 +2401,16 @@ __attribute__((noinline)) static const uint8_t *tf_fill_field_slow(const tf_fill
         } else {
             int r = tf_value_x(sx, s, t, dt, &v);
             if (r < 0) {
-                tf_fail_token(err, sx, fs, close, j + 1);
+                tf_fail_token(err, sx, fs, close, j + 1, dt);
                 return NULL;
             }
-            if (r == 0) v = fc->missing;
+            if (r == 0) {
+                if (TF_IS_INT(dt) && !fc->fill) {
+                    tf_fail_missing(sx, rec, fs, close, j, dt, err);
+                    return NULL;
+                }
+                v = fc->missing;
+            }
         }
     }
     tf_store(fc->out, index, dt, v);
@@ -2226,13 +2448,31 @@ typedef struct {
 #define TF_FILL_SFX avx2
 #define TF_FILL_TARGET TF_TARGET_AVX2
 #define TF_FILL_FIELD tf_field_avx2
+#define TF_FILL_IFIELD tf_ivalue_avx2
 #include "parse_fill.h"
 #endif
 
+/* `missing` as type dt: *v, and *fill = 0 if an integer type has no fill (the flag
+ * `fill` is 0: a missing field is then an error). TF_EINVAL for an int32 fill out of
+ * range. Floats always fill (NaN by default). */
+static int tf_int_missing(const char *fname, int dt, int64_t missing, int fill, tf_val *v, int *fill_out) {
+    memset(v, 0, sizeof *v);
+    *fill_out = fill != 0;
+    if (!fill) return TF_OK;
+    if (dt == TF_DT_I32) {
+        if (missing < INT32_MIN || missing > INT32_MAX)
+            return tf_error(TF_EINVAL, "%s: missing=%lld is out of range for int32", fname, (long long)missing);
+        v->i32 = (int32_t)missing;
+    } else {
+        v->i64 = missing;
+    }
+    return TF_OK;
+}
+
 static int tf_fill(const char *fname, int dt, const uint8_t *data, int64_t n, int delimiter, int comment,
                    const int64_t *chunks, int64_t nchunks, const int64_t *colmap, int64_t ncols_in, void *out,
-                   int64_t rows, int64_t cols, double missing, int nthreads, int64_t *errinfo, tf_report_fn fn,
-                   void *handle, const uint8_t *opts, int64_t nopts) {
+                   int64_t rows, int64_t cols, tf_val missing, int fill, int nthreads, int64_t *errinfo,
+                   tf_report_fn fn, void *handle, const uint8_t *opts, int64_t nopts) {
     int rc = tf_check_syntax(fname, data, n, delimiter, comment);
     if (rc) return rc;
     tf_xopts x;
@@ -2274,24 +2514,28 @@ static int tf_fill(const char *fname, int dt, const uint8_t *data, int64_t n, in
     fc.ncols_in = ncols_in;
     fc.cols = cols;
     fc.out = out;
-    fc.missing = tf_missing_value(missing, dt);
+    fc.missing = missing;
+    fc.fill = fill;
     fc.fault = -1;
     fc.errs = calloc((size_t)nchunks, sizeof *fc.errs);
     if (!fc.errs) return tf_error(TF_ENOMEM, "%s: out of memory for %lld chunks", fname, (long long)nchunks);
     tf_runner r;
     tf_runner_init(&r, nchunks, total, fn, handle);
     /* Pass 2 runs the AVX2 field reader at AVX2 and above (see tf_parse_simd). */
-    static void (*const works[2][2][4])(tf_runner *, int64_t, int) = {
-        {{tf_fill_work_f32_base, tf_fill_work_f64_base, tf_fill_work_f16_base, tf_fill_work_bf16_base},
-         {tf_fill_work_x_f32_base, tf_fill_work_x_f64_base, tf_fill_work_x_f16_base, tf_fill_work_x_bf16_base}},
+#define TF_WORKS(sfx)                                                                                            \
+    {{tf_fill_work_f32_##sfx, tf_fill_work_f64_##sfx, tf_fill_work_f16_##sfx, tf_fill_work_bf16_##sfx,              \
+      tf_fill_work_i32_##sfx, tf_fill_work_i64_##sfx},                                                               \
+     {tf_fill_work_x_f32_##sfx, tf_fill_work_x_f64_##sfx, tf_fill_work_x_f16_##sfx, tf_fill_work_x_bf16_##sfx,      \
+      tf_fill_work_x_i32_##sfx, tf_fill_work_x_i64_##sfx}}
+    static void (*const works[2][2][6])(tf_runner *, int64_t, int) = {
+        TF_WORKS(base),
 #if TF_X86
-        {{tf_fill_work_f32_avx2, tf_fill_work_f64_avx2, tf_fill_work_f16_avx2, tf_fill_work_bf16_avx2},
-         {tf_fill_work_x_f32_avx2, tf_fill_work_x_f64_avx2, tf_fill_work_x_f16_avx2, tf_fill_work_x_bf16_avx2}},
+        TF_WORKS(avx2),
 #else
-        {{tf_fill_work_f32_base, tf_fill_work_f64_base, tf_fill_work_f16_base, tf_fill_work_bf16_base},
-         {tf_fill_work_x_f32_base, tf_fill_work_x_f64_base, tf_fill_work_x_f16_base, tf_fill_work_x_bf16_base}},
+        TF_WORKS(base),
 #endif
     };
+#undef TF_WORKS
     r.work = works[fc.sx.simd >= TF_SIMD_AVX2][opts && x.general][dt];
     r.ctx = &fc;
     tf_runner_run(&r, nthreads);
@@ -2312,7 +2556,7 @@ static int tf_fill(const char *fname, int dt, const uint8_t *data, int64_t n, in
              const int64_t *colmap, int64_t ncols_in, T *out, int64_t rows, int64_t cols, double missing,           \
              int nthreads, int64_t *errinfo, int (*fn)(void *handle, int64_t done, int64_t total), void *handle) {  \
         return tf_fill(#name, dt, data, n, delimiter, comment, chunks, nchunks, colmap, ncols_in, out, rows, cols,   \
-                       missing, nthreads, errinfo, fn, handle, NULL, 0);                                             \
+                       tf_missing_value(missing, dt), 1, nthreads, errinfo, fn, handle, NULL, 0);                    \
     }                                                                                                                 \
     int xname(const uint8_t *data, int64_t n, int delimiter, int comment, const int64_t *chunks, int64_t nchunks,     \
               const int64_t *colmap, int64_t ncols_in, T *out, int64_t rows, int64_t cols, double missing,          \
@@ -2320,12 +2564,37 @@ static int tf_fill(const char *fname, int dt, const uint8_t *data, int64_t n, in
               const uint8_t *opts, int64_t nopts) {                                                                  \
         if (!opts) return tf_error(TF_EINVAL, "%s: opts is NULL", #xname);                                          \
         return tf_fill(#xname, dt, data, n, delimiter, comment, chunks, nchunks, colmap, ncols_in, out, rows, cols,  \
-                       missing, nthreads, errinfo, fn, handle, opts, nopts);                                         \
+                       tf_missing_value(missing, dt), 1, nthreads, errinfo, fn, handle, opts, nopts);                \
     }
 TF_FILL_API(tf_parse_fill_f32, tf_parse_fill_x_f32, TF_DT_F32, float)
 TF_FILL_API(tf_parse_fill_f64, tf_parse_fill_x_f64, TF_DT_F64, double)
 TF_FILL_API(tf_parse_fill_f16, tf_parse_fill_x_f16, TF_DT_F16, uint16_t)
 TF_FILL_API(tf_parse_fill_bf16, tf_parse_fill_x_bf16, TF_DT_BF16, uint16_t)
+
+/* The integer kernels: `missing` is an integer of the type, used where `fill` is 1. */
+#define TF_FILL_API_INT(name, xname, dt, T)                                                                         \
+    int name(const uint8_t *data, int64_t n, int delimiter, int comment, const int64_t *chunks, int64_t nchunks,      \
+             const int64_t *colmap, int64_t ncols_in, T *out, int64_t rows, int64_t cols, int64_t missing, int fill, \
+             int nthreads, int64_t *errinfo, int (*fn)(void *handle, int64_t done, int64_t total), void *handle) {  \
+        tf_val v;                                                                                                     \
+        int rc = tf_int_missing(#name, dt, missing, fill, &v, &fill);                                                 \
+        if (rc) return rc;                                                                                            \
+        return tf_fill(#name, dt, data, n, delimiter, comment, chunks, nchunks, colmap, ncols_in, out, rows, cols,   \
+                       v, fill, nthreads, errinfo, fn, handle, NULL, 0);                                             \
+    }                                                                                                                 \
+    int xname(const uint8_t *data, int64_t n, int delimiter, int comment, const int64_t *chunks, int64_t nchunks,     \
+              const int64_t *colmap, int64_t ncols_in, T *out, int64_t rows, int64_t cols, int64_t missing,         \
+              int fill, int nthreads, int64_t *errinfo, int (*fn)(void *handle, int64_t done, int64_t total),      \
+              void *handle, const uint8_t *opts, int64_t nopts) {                                                    \
+        if (!opts) return tf_error(TF_EINVAL, "%s: opts is NULL", #xname);                                          \
+        tf_val v;                                                                                                     \
+        int rc = tf_int_missing(#xname, dt, missing, fill, &v, &fill);                                                \
+        if (rc) return rc;                                                                                            \
+        return tf_fill(#xname, dt, data, n, delimiter, comment, chunks, nchunks, colmap, ncols_in, out, rows, cols,  \
+                       v, fill, nthreads, errinfo, fn, handle, opts, nopts);                                         \
+    }
+TF_FILL_API_INT(tf_parse_fill_i32, tf_parse_fill_x_i32, TF_DT_I32, int32_t)
+TF_FILL_API_INT(tf_parse_fill_i64, tf_parse_fill_x_i64, TF_DT_I64, int64_t)
 
 /* ======================================================================== */
 /* small inputs: one call                                                   */
@@ -2333,9 +2602,9 @@ TF_FILL_API(tf_parse_fill_bf16, tf_parse_fill_x_bf16, TF_DT_BF16, uint16_t)
 
 typedef struct {
     tf_fill_ctx fc;
-    int dt, header;
+    int dt, header, fill;
     int64_t start, skiplines, max_rows, cap, max_fields;
-    double missing;
+    tf_val missing;
     void *out;
     int64_t *spans, *info, *colmap;
     tf_perr err;
@@ -2377,7 +2646,8 @@ static void tf_small_run(void *arg) {
     fc->colmap = job->colmap;
     fc->ncols_in = fc->cols = nf;
     fc->out = job->out;
-    fc->missing = tf_missing_value(job->missing, job->dt);
+    fc->missing = job->missing;
+    fc->fill = job->fill;
     fc->errs = &job->err;
     fc->limit = job->max_rows;
     fc->cap = job->cap;
@@ -2400,8 +2670,8 @@ static void tf_small_run(void *arg) {
 }
 
 static int tf_small(const char *fname, int dt, const uint8_t *data, int64_t n, int64_t start, int64_t skiplines,
-                    int delimiter, int comment, int header, int64_t max_rows, double missing, void *out, int64_t cap,
-                    int64_t *meta, int64_t nmeta, const uint8_t *opts, int64_t nopts) {
+                    int delimiter, int comment, int header, int64_t max_rows, tf_val missing, int fill, void *out,
+                    int64_t cap, int64_t *meta, int64_t nmeta, const uint8_t *opts, int64_t nopts) {
     int rc = tf_check_syntax(fname, data, n, delimiter, comment);
     if (rc) return rc;
     tf_xopts x;
@@ -2420,6 +2690,7 @@ static int tf_small(const char *fname, int dt, const uint8_t *data, int64_t n, i
     job.header = header;
     job.max_rows = max_rows;
     job.missing = missing;
+    job.fill = fill;
     job.out = out;
     job.cap = cap;
     job.spans = spans;
@@ -2439,20 +2710,42 @@ static int tf_small(const char *fname, int dt, const uint8_t *data, int64_t n, i
 #define TF_SMALL(name, xname, dt, T)                                                                                  \
     int name(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment, int header, \
              int64_t max_rows, double missing, T *out, int64_t cap, int64_t *meta, int64_t nmeta) {                   \
-        return tf_small(#name, dt, data, n, start, skiplines, delimiter, comment, header, max_rows, missing, out, cap,  \
-                        meta, nmeta, NULL, 0);                                                                        \
+        return tf_small(#name, dt, data, n, start, skiplines, delimiter, comment, header, max_rows,                   \
+                        tf_missing_value(missing, dt), 1, out, cap, meta, nmeta, NULL, 0);                            \
     }                                                                                                                  \
     int xname(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment,            \
               int header, int64_t max_rows, double missing, T *out, int64_t cap, int64_t *meta, int64_t nmeta,         \
               const uint8_t *opts, int64_t nopts) {                                                                    \
         if (!opts) return tf_error(TF_EINVAL, "%s: opts is NULL", #xname);                                           \
-        return tf_small(#xname, dt, data, n, start, skiplines, delimiter, comment, header, max_rows, missing, out,     \
-                        cap, meta, nmeta, opts, nopts);                                                               \
+        return tf_small(#xname, dt, data, n, start, skiplines, delimiter, comment, header, max_rows,                  \
+                        tf_missing_value(missing, dt), 1, out, cap, meta, nmeta, opts, nopts);                        \
     }
 TF_SMALL(tf_parse_small_f32, tf_parse_small_x_f32, TF_DT_F32, float)
 TF_SMALL(tf_parse_small_f64, tf_parse_small_x_f64, TF_DT_F64, double)
 TF_SMALL(tf_parse_small_f16, tf_parse_small_x_f16, TF_DT_F16, uint16_t)
 TF_SMALL(tf_parse_small_bf16, tf_parse_small_x_bf16, TF_DT_BF16, uint16_t)
+
+#define TF_SMALL_INT(name, xname, dt, T)                                                                              \
+    int name(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment, int header, \
+             int64_t max_rows, int64_t missing, int fill, T *out, int64_t cap, int64_t *meta, int64_t nmeta) {        \
+        tf_val v;                                                                                                      \
+        int rc = tf_int_missing(#name, dt, missing, fill, &v, &fill);                                                  \
+        if (rc) return rc;                                                                                             \
+        return tf_small(#name, dt, data, n, start, skiplines, delimiter, comment, header, max_rows, v, fill, out, cap, \
+                        meta, nmeta, NULL, 0);                                                                        \
+    }                                                                                                                  \
+    int xname(const uint8_t *data, int64_t n, int64_t start, int64_t skiplines, int delimiter, int comment,            \
+              int header, int64_t max_rows, int64_t missing, int fill, T *out, int64_t cap, int64_t *meta,             \
+              int64_t nmeta, const uint8_t *opts, int64_t nopts) {                                                     \
+        if (!opts) return tf_error(TF_EINVAL, "%s: opts is NULL", #xname);                                           \
+        tf_val v;                                                                                                      \
+        int rc = tf_int_missing(#xname, dt, missing, fill, &v, &fill);                                                 \
+        if (rc) return rc;                                                                                             \
+        return tf_small(#xname, dt, data, n, start, skiplines, delimiter, comment, header, max_rows, v, fill, out,     \
+                        cap, meta, nmeta, opts, nopts);                                                               \
+    }
+TF_SMALL_INT(tf_parse_small_i32, tf_parse_small_x_i32, TF_DT_I32, int32_t)
+TF_SMALL_INT(tf_parse_small_i64, tf_parse_small_x_i64, TF_DT_I64, int64_t)
 
 /* Streams (tensorffi.io.iter_csv) and record boundaries for readers of file ranges. */
 #include "parse_stream.h"

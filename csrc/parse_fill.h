@@ -3,7 +3,8 @@
  *
  * Before each inclusion parse.c defines TF_FILL_SFX (the suffix of the functions
  * defined here), TF_FILL_TARGET (their target attribute, or nothing) and, optionally,
- * TF_FILL_FIELD (a vector reader of the common field, tried first). A header rather
+ * TF_FILL_FIELD and TF_FILL_IFIELD (vector readers of the common float and integer
+ * field, tried first). A header rather
  * than a run-time switch: a function compiled for AVX2 can only inline AVX2 helpers
  * into a caller compiled for AVX2, and the hot loop must be one inlined body. */
 #ifndef TF_FILL_SFX
@@ -14,6 +15,22 @@
 #define TF_FN_CAT(a, b) TF_FN_CAT2(a, b)
 #define TF_FN(name) TF_FN_CAT(name, TF_FILL_SFX)
 #define TF_BLANK(c) (((c) == ' ' || (c) == '\t') && (c) != delim)
+
+#ifdef TF_FILL_FIELD
+/* The vector reader's field as type dt (a constant): *v, *nl and the next field's
+ * start, or NULL (the general path reads the field). */
+static inline __attribute__((always_inline)) TF_FILL_TARGET const uint8_t *
+TF_FN(tf_fill_vector)(const uint8_t *p, const uint8_t *E, const uint8_t delim, const int dt, tf_val *v, int *nl) {
+    if (TF_IS_INT(dt)) return TF_FILL_IFIELD(p, E, delim, dt, v, nl);
+    uint64_t w;
+    int64_t q;
+    int neg;
+    const uint8_t *next = TF_FILL_FIELD(p, E, delim, &w, &q, &neg, nl);
+    if (__builtin_expect(next == NULL, 0)) return NULL;
+    if (__builtin_expect(!tf_convert_simple(w, q, neg, dt, v), 0)) *v = tf_value_cold(p, E, dt);
+    return next;
+}
+#endif
 
 /* Parse the rows of one chunk. Returns 0, or -1 with *err filled. xo (a constant): the
  * reader options' general reader takes every field (tf_xopts); 0 is the plain loop. */
@@ -77,13 +94,9 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
         if (identity && !xo) { /* the whole record with the vector reader, while it can */
             int nl = 0;
             while (j < ncols_in && p < safe_end) {
-                uint64_t w;
-                int64_t q;
-                int neg;
-                const uint8_t *next = TF_FILL_FIELD(p, E, (uint8_t)delim, &w, &q, &neg, &nl);
-                if (__builtin_expect(next == NULL, 0)) break;
                 tf_val v;
-                if (__builtin_expect(!tf_convert_simple(w, q, neg, dt, &v), 0)) v = tf_value_cold(p, E, dt);
+                const uint8_t *next = TF_FN(tf_fill_vector)(p, E, (uint8_t)delim, dt, &v, &nl);
+                if (__builtin_expect(next == NULL, 0)) break;
                 tf_store(out, base + j, dt, v);
                 p = next;
                 j++;
@@ -98,13 +111,10 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
         for (;;) { /* one field */
 #ifdef TF_FILL_FIELD
             if (!xo && __builtin_expect(E - p >= 64 && j < ncols_in, 1) && (identity || colmap[j] >= 0)) {
-                uint64_t w;
-                int64_t q;
-                int neg, nl;
-                const uint8_t *next = TF_FILL_FIELD(p, E, (uint8_t)delim, &w, &q, &neg, &nl);
+                tf_val v;
+                int nl;
+                const uint8_t *next = TF_FN(tf_fill_vector)(p, E, (uint8_t)delim, dt, &v, &nl);
                 if (__builtin_expect(next != NULL, 1)) {
-                    tf_val v;
-                    if (__builtin_expect(!tf_convert_simple(w, q, neg, dt, &v), 0)) v = tf_value_cold(p, E, dt);
                     tf_store(out, base + (identity ? j : colmap[j]), dt, v);
                     p = next;
                     j++;
@@ -143,6 +153,7 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
                     }
                     while (p < E && TF_BLANK(*p)) p++;
                 } else if (p == E || *p == delim || *p == '\n' || *p == '\r' || *p == comment) {
+                    if (TF_IS_INT(dt) && !fc->fill) return tf_fail_missing(sx, rec, p, p, j, dt, err);
                     v = missing;
                 } else { /* not a number: an NA word, Unicode blanks, or an error */
                     p = tf_rescue(fc, rec, p, j, dt, &v, err);
@@ -182,7 +193,7 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
                 tf_store(out, base + col, dt, v);
                 goto after_field;
             }
-            return tf_fail_field(sx, fs, j - 1, err);
+            return tf_fail_field(sx, fs, j - 1, dt, err);
         }
         if (__builtin_expect(j != ncols_in, 0)) return tf_fail_fields(sx, rec, j, ncols_in, err);
     }
@@ -228,6 +239,10 @@ TF_FILL_WORK(tf_fill_work_x_f32, TF_DT_F32, 1)
 TF_FILL_WORK(tf_fill_work_x_f64, TF_DT_F64, 1)
 TF_FILL_WORK(tf_fill_work_x_f16, TF_DT_F16, 1)
 TF_FILL_WORK(tf_fill_work_x_bf16, TF_DT_BF16, 1)
+TF_FILL_WORK(tf_fill_work_i32, TF_DT_I32, 0)
+TF_FILL_WORK(tf_fill_work_i64, TF_DT_I64, 0)
+TF_FILL_WORK(tf_fill_work_x_i32, TF_DT_I32, 1)
+TF_FILL_WORK(tf_fill_work_x_i64, TF_DT_I64, 1)
 
 /* tf_parse_small's single pass: chunk 0 on the calling thread. */
 static TF_FILL_TARGET int TF_FN(tf_fill_single)(tf_runner *r, const tf_fill_ctx *fc, int dt, tf_perr *err) {
@@ -236,6 +251,8 @@ static TF_FILL_TARGET int TF_FN(tf_fill_single)(tf_runner *r, const tf_fill_ctx 
         case TF_DT_F32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F32, 1, err);
         case TF_DT_F64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F64, 1, err);
         case TF_DT_F16: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F16, 1, err);
+        case TF_DT_I32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I32, 1, err);
+        case TF_DT_I64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I64, 1, err);
         default: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_BF16, 1, err);
         }
     }
@@ -243,6 +260,8 @@ static TF_FILL_TARGET int TF_FN(tf_fill_single)(tf_runner *r, const tf_fill_ctx 
     case TF_DT_F32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F32, 0, err);
     case TF_DT_F64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F64, 0, err);
     case TF_DT_F16: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F16, 0, err);
+    case TF_DT_I32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I32, 0, err);
+    case TF_DT_I64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I64, 0, err);
     default: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_BF16, 0, err);
     }
 }
@@ -255,3 +274,4 @@ static TF_FILL_TARGET int TF_FN(tf_fill_single)(tf_runner *r, const tf_fill_ctx 
 #undef TF_FILL_SFX
 #undef TF_FILL_TARGET
 #undef TF_FILL_FIELD
+#undef TF_FILL_IFIELD

@@ -369,7 +369,7 @@ int tf_parse_stream_begin(tf_parse_stream *s, int64_t start, const int64_t *colm
 
 /* Parse up to `rows` records from the buffer into out (see tensorffi.h). */
 static int64_t tf_stream_next(const char *fname, int dt, tf_parse_stream *s, void *out, int64_t rows, int64_t cols,
-                              double missing, int64_t *errinfo) {
+                              tf_val missing, int fill, int64_t *errinfo) {
     if (!s || rows < 0 || (!out && rows > 0 && cols > 0))
         return tf_error(TF_EINVAL, "%s: invalid arguments (rows=%lld)", fname, (long long)rows);
     if (!s->begun) return tf_error(TF_EINVAL, "%s: the data has not begun (call tf_parse_stream_begin)", fname);
@@ -393,7 +393,8 @@ static int64_t tf_stream_next(const char *fname, int dt, tf_parse_stream *s, voi
     fc.ncols_in = s->ncols_in;
     fc.cols = cols;
     fc.out = out;
-    fc.missing = tf_missing_value(missing, dt);
+    fc.missing = missing;
+    fc.fill = fill;
     fc.errs = &err;
     fc.limit = rows;
     fc.cap = rows * cols;
@@ -428,13 +429,24 @@ static int64_t tf_stream_next(const char *fname, int dt, tf_parse_stream *s, voi
 
 #define TF_STREAM_NEXT(name, dt, T)                                                                                 \
     int64_t name(tf_parse_stream *s, T *out, int64_t rows, int64_t cols, double missing, int64_t *errinfo) {         \
-        return tf_stream_next(#name, dt, s, out, rows, cols, missing, errinfo);                                      \
+        return tf_stream_next(#name, dt, s, out, rows, cols, tf_missing_value(missing, dt), 1, errinfo);             \
     }
 TF_STREAM_NEXT(tf_parse_stream_next_f32, TF_DT_F32, float)
 TF_STREAM_NEXT(tf_parse_stream_next_f64, TF_DT_F64, double)
 TF_STREAM_NEXT(tf_parse_stream_next_f16, TF_DT_F16, uint16_t)
 TF_STREAM_NEXT(tf_parse_stream_next_bf16, TF_DT_BF16, uint16_t)
 #undef TF_STREAM_NEXT
+#define TF_STREAM_NEXT_INT(name, dt, T)                                                                             \
+    int64_t name(tf_parse_stream *s, T *out, int64_t rows, int64_t cols, int64_t missing, int fill,                  \
+                 int64_t *errinfo) {                                                                                 \
+        tf_val v;                                                                                                     \
+        int rc = tf_int_missing(#name, dt, missing, fill, &v, &fill);                                                 \
+        if (rc) return rc;                                                                                            \
+        return tf_stream_next(#name, dt, s, out, rows, cols, v, fill, errinfo);                                      \
+    }
+TF_STREAM_NEXT_INT(tf_parse_stream_next_i32, TF_DT_I32, int32_t)
+TF_STREAM_NEXT_INT(tf_parse_stream_next_i64, TF_DT_I64, int64_t)
+#undef TF_STREAM_NEXT_INT
 
 int tf_parse_stream_bytes(const tf_parse_stream *s, int64_t begin, uint8_t *out, int64_t n) {
     static const char fname[] = "tf_parse_stream_bytes";

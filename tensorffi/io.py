@@ -5,9 +5,10 @@
 output) into a contiguous 2-D tensor, parsing on all cores in C with the GIL
 released. Every value is correctly rounded to the output dtype (float64 is
 bit-identical to Python's ``float()``; float32, float16 and bfloat16 are rounded
-once, directly from the decimal text). Malformed input is a
+once, directly from the decimal text); int32 and int64 tables are exact over their
+whole range. Malformed input, and an integer out of its type's range, is a
 :class:`tensorffi.ParseError` that names the line, column and byte offset; nothing
-is dropped or truncated silently.
+is dropped, wrapped or truncated silently.
 
 Memory: paths and plain files are memory-mapped, bytes-like inputs are read in
 place; beyond the output, a call allocates bookkeeping proportional to the number
@@ -82,9 +83,10 @@ __all__ = ["read_csv", "ParseError", "EncodingError", "ControlCharacterError", "
 _record = native("tf_parse_record", "data: [n]; spans: out [max_fields, 3]; info: out [4]; errinfo: out [5]")
 _count = native("tf_parse_count", "data: [n]; chunks: out [nchunks, 4]; total_rows: out [1]")
 _FILL_CONTRACT = "data: [n]; chunks: [nchunks, 4]; colmap: [ncols_in]; out: out [rows, cols]; errinfo: out [5]"
-_fill = {name: native(f"tf_parse_fill_{name}", _FILL_CONTRACT) for name in ("f32", "f64", "f16", "bf16")}
+_KERNEL_NAMES = ("f32", "f64", "f16", "bf16", "i32", "i64")
+_fill = {name: native(f"tf_parse_fill_{name}", _FILL_CONTRACT) for name in _KERNEL_NAMES}
 _SMALL_CONTRACT = "data: [n]; out: out [cap]; meta: out [nmeta]"
-_small = {name: native(f"tf_parse_small_{name}", _SMALL_CONTRACT) for name in ("f32", "f64", "f16", "bf16")}
+_small = {name: native(f"tf_parse_small_{name}", _SMALL_CONTRACT) for name in _KERNEL_NAMES}
 # The same with reader options (na_values, thousands, decimal: _ReaderOptions).
 _fill_x = {name: native(f"tf_parse_fill_x_{name}", _FILL_CONTRACT + "; opts: [nopts]") for name in _fill}
 _small_x = {name: native(f"tf_parse_small_x_{name}", _SMALL_CONTRACT + "; opts: [nopts]") for name in _small}
@@ -111,6 +113,10 @@ _BOM = b"\xef\xbb\xbf"
 NA_VALUES: tuple[str, ...] = ("#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "1.#IND", "1.#QNAN", "<NA>", "N/A",
                               "NA", "NULL", "None", "n/a", "null")
 _NAN_WORD = re.compile(r"[+-]?nan", re.IGNORECASE)
+#: pandas' default NA words that a float reads as NaN: NA words too for integers
+_NAN_WORDS = ("nan", "NaN", "-nan", "-NaN")
+#: what the integer reader takes for a number
+_INTEGER = re.compile(r"[+-]?\d+", re.ASCII)
 #: what the plain reader takes for a number (an NA word like this is checked on every field)
 _NUMBER = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity|nan)", re.IGNORECASE)
 
@@ -177,12 +183,15 @@ def _dedup(names: list[str]) -> list[str]:
 
 class _ReaderOptions:
     """na_values, keep_default_na, thousands and decimal, checked, and the options string
-    the _x kernels read (tf_xopts in csrc/parse.c)."""
+    the _x kernels read (tf_xopts in csrc/parse.c). ``integer``: for an int32/int64
+    table, where NaN spellings are NA words like the others (pandas' default words
+    include them; a float reads them as NaN already) and only ``[+-]digits`` words look
+    like numbers."""
 
     __slots__ = ("words", "decimal", "thousands", "general", "blob")
 
     def __init__(self, na_values: Any, keep_default_na: Any, thousands: Any, decimal: Any, delim: int,
-                 comment: int) -> None:
+                 comment: int, integer: bool = False) -> None:
         _check_keep_default_na(keep_default_na)
         words: list[str] = []
         if na_values is not None:
@@ -199,7 +208,7 @@ class _ReaderOptions:
                     if float(w).is_integer():
                         words += [str(int(w)), f"{int(w)}.0"]
             if keep_default_na:
-                words += NA_VALUES
+                words += NA_VALUES + (_NAN_WORDS if integer else ())
         self.decimal = self._mark(decimal, "decimal", delim, comment)
         self.thousands = None if thousands is None else self._mark(thousands, "thousands", delim, comment)
         if self.thousands is not None and self.thousands == self.decimal:
@@ -211,9 +220,9 @@ class _ReaderOptions:
             b = w.encode("utf-8")
             if len(b) > 255 or any(c in w for c in "\0\n\r"):
                 raise ValueError(f"na_values: {w!r} cannot be a field (a NUL, a line end, or over 255 bytes)")
-            if not w.strip() or _NAN_WORD.fullmatch(w):
+            if not w.strip() or (_NAN_WORD.fullmatch(w) and not integer):
                 continue  # empty fields and NaN spellings are missing or NaN already
-            if _NUMBER.fullmatch(w.strip(" \t")):
+            if (_INTEGER if integer else _NUMBER).fullmatch(w.strip(" \t")):
                 blob[2] = 1  # a number: every field is compared
             blob += bytes([len(b)]) + b
             kept.append(w)
@@ -276,11 +285,20 @@ _KERNELS: dict[Any, str] = {
     "float": "f32",
     "double": "f64",
     "half": "f16",
+    np.dtype(np.int32): "i32",
+    np.dtype(np.int64): "i64",
+    "int32": "i32",
+    "int64": "i64",
+    "long": "i64",  # torch.long and NumPy's "long" (on LP64 systems) agree
 }
 #: the kernels' element types by name (torch's dtype names: T.<name> is the dtype)
-_TORCH = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat16"}
-_NUMPY: dict[str, np.dtype[Any]] = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64), "f16": np.dtype(np.float16)}
-_RAW = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64), "f16": np.dtype(np.uint16), "bf16": np.dtype(np.uint16)}
+_TORCH = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat16", "i32": "int32", "i64": "int64"}
+_NUMPY: dict[str, np.dtype[Any]] = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64), "f16": np.dtype(np.float16),
+                                    "i32": np.dtype(np.int32), "i64": np.dtype(np.int64)}
+_RAW = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64), "f16": np.dtype(np.uint16), "bf16": np.dtype(np.uint16),
+        "i32": np.dtype(np.int32), "i64": np.dtype(np.int64)}
+#: the integer kernels, and the range of each (a value outside it is a ParseError)
+_INT_RANGE = {"i32": (-(2**31), 2**31 - 1), "i64": (-(2**63), 2**63 - 1)}
 
 
 def read_csv(
@@ -317,8 +335,12 @@ def read_csv(
             give a ``(0, 0)`` table, a header alone ``(0, columns)``; an endless
             source is read until it ends, except that a record may not pass
             :data:`MAX_RECORD_BYTES` (``/dev/zero``: a ParseError after 64 MiB).
-        dtype: float32 (default), float64, float16 or bfloat16, as a torch dtype, a
-            NumPy dtype or a name. Each value is rounded once, directly from its text.
+        dtype: float32 (default), float64, float16, bfloat16, int32 or int64, as a
+            torch dtype (``torch.int64``), a NumPy dtype or what ``np.dtype`` takes
+            (``np.int32``, ``int``, ``"i8"``) or a name (``"float64"``, ``"int32"``;
+            ``"float"`` is float32 as in torch, and ``"int"`` is refused as ambiguous:
+            torch's is int32, NumPy's int64). Each float is rounded once, directly
+            from its text; integers are exact (see Integers below).
         delimiter: the one-character (ASCII) field separator.
         header: ``"auto"`` (the first record is a header if it holds text and no
             number; a first record mixing numbers and text is data, so a typo there
@@ -329,7 +351,12 @@ def read_csv(
             parsed, so they may hold text.
         comment: a character that starts a comment running to the end of its line;
             lines holding only a comment are skipped. None: no comments.
-        missing: the value of an empty field (default NaN).
+        missing: the value of an empty field (default NaN). For an int32/int64
+            table, an integer of the type that fills empty fields and NA words; the
+            default NaN means no fill (integers have no NaN), so such a field is a
+            ParseError. A fill that is not an integer (``1.5``, ``inf``) is a
+            ``ValueError`` and one outside the type's range an ``OverflowError``
+            (:class:`~tensorffi.errors.ArgumentOverflowError`), both at the call.
         max_rows: read at most this many data rows; nothing after them is read.
         threads: parsing threads (None: :func:`tensorffi.get_num_threads`).
         progress: True for a tqdm bar, or a callable ``f(done, total)`` called on the
@@ -360,8 +387,10 @@ def read_csv(
         A C-contiguous ``(rows, columns)`` tensor or array (and the names).
 
     Raises:
-        tensorffi.ParseError: a malformed number, a record with the wrong number of
-            fields, an unterminated quote, a NUL byte or invalid UTF-8; it carries
+        tensorffi.ParseError: a malformed number, an integer out of its type's range
+            or a missing value in an integer table (without a ``missing`` fill), a
+            record with the wrong number of fields, an unterminated quote, a NUL
+            byte or invalid UTF-8; it carries
             ``line`` (physical, counting lines inside quoted fields), ``column``
             (1-based, in characters), ``offset`` (0-based byte) and ``text`` (the
             offending token or record).
@@ -380,6 +409,16 @@ def read_csv(
     include Unicode white space (U+00A0, U+202F...), as NumPy strips it. Words such
     as ``NA`` are errors unless ``na_values`` names them.
 
+    Integers (``dtype`` int32 or int64) are ``[+-]digits``, nothing else, as NumPy's
+    ``loadtxt(dtype=int)`` reads them: leading zeros and the blanks and quotes above
+    are allowed, and so are thousands separators between digits with ``thousands``
+    (as pandas reads integers); ``1.0``, ``1e3``, ``nan``, ``inf`` and a decimal mark
+    of any kind are ParseErrors (``field 2 is not an integer``), and so is every value
+    outside the type's range (``2147483648`` for int32, ``-9223372036854775809`` or
+    a long digit string for int64: ``out of range for int64``), never wrapped or
+    saturated. With ``na_values``, NaN spellings (``nan``, ``NaN``, ``-nan``) are NA
+    words too (pandas' default words include them; a float table reads them as NaN).
+
     >>> import tensorffi.io
     >>> t = tensorffi.io.read_csv(b"a;b\\n1.234,5;NA\\n-0,25;7\\n", delimiter=";", decimal=",",
     ...                           thousands=".", na_values=(), dtype="float64")
@@ -392,6 +431,14 @@ def read_csv(
     (['a', 'b'], torch.float32, torch.Size([2, 2]))
     >>> t[1, 0].isnan().item(), t[1, 1].item()   # an empty field is NaN; 0.1 rounded once
     (True, 0.10000000149011612)
+
+    >>> ids = tensorffi.io.read_csv(b"id,n\\n9223372036854775807,-042\\n,7\\n", dtype=torch.int64, missing=-1)
+    >>> ids.dtype, ids.tolist()   # exact over the whole range; the empty field filled with -1
+    (torch.int64, [[9223372036854775807, -42], [-1, 7]])
+    >>> tensorffi.io.read_csv(b"n\\n2147483648\\n", dtype="int32")
+    Traceback (most recent call last):
+        ...
+    tensorffi.errors.ParseError: <bytes>: line 2, column 1 (byte offset 2): field 1 is out of range for int32 [-2147483648, 2147483647]: "2147483648"
     """
     # Arguments (the common spellings first: small inputs make this cost visible).
     try:
@@ -420,18 +467,13 @@ def read_csv(
     if type(skiprows) is not int or skiprows < 0:
         skiprows = _count_arg(skiprows, "skiprows")
     limit = -1 if max_rows is None else _count_arg(max_rows, "max_rows")
-    if type(missing) is float:
-        missing_value = missing
-    else:
-        try:
-            missing_value = float(missing)
-        except (TypeError, ValueError):
-            raise TypeError(f"missing must be a number, got {missing!r}") from None
     if threads is not None:
         resolve_threads(threads)  # checked here; resolved where threads run (not for small inputs)
+    # the kernel's `missing` arguments: the value for the float kernels; (value, fill) for integers
+    margs = (missing,) if type(missing) is float and kernel not in _INT_RANGE else _missing_args(kernel, missing)
     xo = None
     if na_values is not None or thousands is not None or decimal != ".":
-        xo = _ReaderOptions(na_values, keep_default_na, thousands, decimal, delim, comment_code)
+        xo = _ReaderOptions(na_values, keep_default_na, thousands, decimal, delim, comment_code, kernel in _INT_RANGE)
     elif keep_default_na is not True:
         _check_keep_default_na(keep_default_na)
 
@@ -442,17 +484,17 @@ def read_csv(
         if len(source) <= _SMALL_BYTES and usecols is None and not progress and _CHUNK_BYTES is None:
             # small text: straight to C (the bridge reads bytes as they are)
             return _read_small(source, "<bytes>", kernel, want_numpy, delim, comment_code, header, skiprows,
-                               missing_value, limit, 3 if source.startswith(_BOM) else 0, return_names, xo)
+                               margs, limit, 3 if source.startswith(_BOM) else 0, return_names, xo)
         buf, name, held = np.frombuffer(source, dtype=np.uint8), "<bytes>", None
     else:
         buf, name, held = _as_buffer(source)
         if isinstance(buf, _Blocks):  # a pipe, a FIFO, a device, a /proc file, a GzipFile: no size to map
-            opts = _Options(dtype, delimiter, header, skiprows, usecols, comment, missing_value, max_rows, like,
+            opts = _Options(dtype, delimiter, header, skiprows, usecols, comment, missing, max_rows, like,
                             MAX_RECORD_BYTES, na_values, keep_default_na, thousands, decimal)
             return _read_stream(buf, opts, progress, return_names)
     try:
         result = _read(
-            buf, name, kernel, want_numpy, delim, comment_code, header, skiprows, usecols, missing_value, limit,
+            buf, name, kernel, want_numpy, delim, comment_code, header, skiprows, usecols, margs, limit,
             threads, progress, return_names, held, xo,
         )
         if held is not None:
@@ -464,13 +506,14 @@ def read_csv(
 
 def _read(
     buf: np.ndarray, name: str, kernel: str, want_numpy: bool, delim: int, comment: int, header: Any,
-    skiprows: int, usecols: Any, missing: float, limit: int, threads: int | None, progress: Any, return_names: bool,
+    skiprows: int, usecols: Any, margs: tuple[Any, ...], limit: int, threads: int | None, progress: Any,
+    return_names: bool,
     held: "_HeldStorage | None", xo: "_ReaderOptions | None" = None,
 ) -> Any:
     n = buf.shape[0]
     start = 3 if n >= 3 and buf[0] == 0xEF and bytes(buf[:3]) == _BOM else 0
     if n <= _SMALL_BYTES and usecols is None and not progress and _CHUNK_BYTES is None:
-        return _read_small(buf, name, kernel, want_numpy, delim, comment, header, skiprows, missing, limit, start,
+        return _read_small(buf, name, kernel, want_numpy, delim, comment, header, skiprows, margs, limit, start,
                            return_names, xo)
     nthreads = resolve_threads(threads)
     errinfo = np.zeros(5, dtype=np.int64)
@@ -524,7 +567,7 @@ def _read(
                 extra = {} if xo is None else {"opts": xo.blob}
                 _call(
                     (_fill if xo is None else _fill_x)[kernel], (buf, name, errinfo), buf, delim, comment, chunks,
-                    colmap, missing, nthreads, scope.fn, scope.handle, out=out, errinfo=errinfo, scope=scope, **extra,
+                    colmap, *margs, nthreads, scope.fn, scope.handle, out=out, errinfo=errinfo, scope=scope, **extra,
                 )
                 if reporter.active and scope.report(region, region):  # max_rows may stop early: end at 100%
                     scope.check()
@@ -627,7 +670,8 @@ class _HeldStorage:
 
 def _read_small(
     buf: np.ndarray | bytes, name: str, kernel: str, want_numpy: bool, delim: int, comment: int, header: Any,
-    skiprows: int, missing: float, limit: int, start: int, return_names: bool, xo: "_ReaderOptions | None" = None,
+    skiprows: int, margs: tuple[Any, ...], limit: int, start: int, return_names: bool,
+    xo: "_ReaderOptions | None" = None,
 ) -> Any:
     """The whole parse in one native call (tf_parse_small_*): into a buffer of
     n - start + 1 values (every field but the last ends with its own delimiter or line
@@ -647,9 +691,9 @@ def _read_small(
         out = np.empty(need, dtype=_RAW[kernel])
     try:
         if xo is None:
-            _small[kernel](buf, start, skiprows, delim, comment, _HEADER[header], limit, missing, out=out, meta=meta)
+            _small[kernel](buf, start, skiprows, delim, comment, _HEADER[header], limit, *margs, out=out, meta=meta)
         else:
-            _small_x[kernel](buf, start, skiprows, delim, comment, _HEADER[header], limit, missing, out=out, meta=meta,
+            _small_x[kernel](buf, start, skiprows, delim, comment, _HEADER[header], limit, *margs, out=out, meta=meta,
                              opts=xo.blob)
     except ParseError as exc:
         raise _parse_error(exc, buf, name, errinfo) from None
@@ -819,22 +863,65 @@ def _allocate(kernel: str, want_numpy: bool, rows: int, cols: int) -> tuple[Any,
 
 
 def _kernel_for(dtype: Any) -> str:
+    """The kernel for a dtype: a torch dtype, a NumPy dtype (or what ``np.dtype`` takes:
+    ``np.int64``, ``int``, ``"i8"``, ``"<f4"``) or a name (``"float32"``, ``"int64"``).
+    Names follow torch where torch and NumPy disagree (``"float"`` is float32), except
+    ``"int"``, which is refused: torch.int is int32, NumPy's ``"int"`` int64."""
     key = dtype
     if isinstance(dtype, str):
         key = dtype.lower().removeprefix("torch.")
+        if key == "int":
+            raise TypeError("read_csv: dtype 'int' is ambiguous (torch.int is int32, NumPy's 'int' is int64): "
+                            "say 'int32' or 'int64'")
+        if key not in _KERNELS:
+            key = _numpy_dtype(dtype)
     elif isinstance(dtype, T.dtype):
         key = str(dtype).removeprefix("torch.")
     else:
-        try:
-            key = np.dtype(dtype)
-        except TypeError:
-            key = None
+        key = _numpy_dtype(dtype)
     kernel = _KERNELS.get(key) if key is not None else None
     if kernel is not None and isinstance(dtype, T.dtype):
         _KERNELS[dtype] = kernel  # the next call finds it at once
     if kernel is None:
-        raise TypeError(f"read_csv: dtype must be float32, float64, float16 or bfloat16, got {dtype!r}")
+        raise TypeError(f"read_csv: dtype must be float32, float64, float16, bfloat16, int32 or int64, got {dtype!r}")
     return kernel
+
+
+def _numpy_dtype(dtype: Any) -> np.dtype[Any] | None:
+    try:
+        found: np.dtype[Any] = np.dtype(dtype)
+    except TypeError:
+        return None
+    return found
+
+
+def _missing_args(kernel: str, missing: Any) -> tuple[Any, ...]:
+    """``missing`` checked for the kernel, as its C arguments: ``(value,)`` for the float
+    types; ``(value, 1)`` for the integer types with an integer fill, ``(0, 0)`` for NaN
+    (the default: integers have no NaN, so a missing field is then a ParseError)."""
+    if kernel not in _INT_RANGE:
+        try:
+            return (float(missing),)
+        except (TypeError, ValueError):
+            raise TypeError(f"missing must be a number, got {missing!r}") from None
+    name = _NUMPY[kernel].name
+    if isinstance(missing, (int, np.integer)):
+        value = int(missing)
+    else:
+        try:
+            as_float = float(missing)
+        except (TypeError, ValueError):
+            raise TypeError(f"missing must be a number, got {missing!r}") from None
+        if as_float != as_float:
+            return (0, 0)
+        if not as_float.is_integer():
+            raise ValueError(f"missing={missing!r} cannot fill an {name} table: give an integer (or leave missing "
+                             "as NaN: then an empty field or an NA word is a ParseError)")
+        value = int(as_float)
+    lo, hi = _INT_RANGE[kernel]
+    if not lo <= value <= hi:
+        raise ArgumentOverflowError(f"missing={value} does not fit in {name} [{lo}, {hi}]")
+    return (value, 1)
 
 
 def _wants_numpy(like: Any) -> bool:
@@ -1003,7 +1090,7 @@ MAX_RECORD_BYTES = 64 << 20
 #: read block and the C buffer, which holds a copy of it, to a fraction of a chunk.
 _MIN_BLOCK = 64 << 10
 _MAX_BLOCK = 4 << 20
-_ITEMSIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}
+_ITEMSIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2, "i32": 4, "i64": 8}
 
 
 class _StreamFns:
@@ -1018,7 +1105,7 @@ class _StreamFns:
         self.begin = native("tf_parse_stream_begin", "colmap: [ncols_in]")
         self.options = native("tf_parse_stream_options", "opts: [nopts]")
         contract = "out: out [rows, cols]; errinfo: out [5]; return: count"
-        self.next = {k: native(f"tf_parse_stream_next_{k}", contract) for k in ("f32", "f64", "f16", "bf16")}
+        self.next = {k: native(f"tf_parse_stream_next_{k}", contract) for k in _KERNEL_NAMES}
         self.bytes = native("tf_parse_stream_bytes", "out: out [n]")
         self.info = native("tf_parse_stream_info", "info: out [6]")
         self.bounds = native(
@@ -1070,17 +1157,15 @@ class _Options:
         if usecols is not None and not isinstance(usecols, (int, np.integer, str)):
             usecols = list(usecols)  # an iterator is read once, here
         self.usecols = usecols
-        try:
-            self.missing = float(missing)
-        except (TypeError, ValueError):
-            raise TypeError(f"missing must be a number, got {missing!r}") from None
+        self.missing = _missing_args(self.kernel, missing)  # the kernel's arguments
         self.limit = -1 if max_rows is None else _count_arg(max_rows, "max_rows")
         self.max_record = _count_arg(max_record_bytes, "max_record_bytes")
         if self.max_record < 1:
             raise ValueError("max_record_bytes must be at least 1")
         self.xo = None
         if na_values is not None or thousands is not None or decimal != ".":
-            self.xo = _ReaderOptions(na_values, keep_default_na, thousands, decimal, self.delim, self.comment)
+            self.xo = _ReaderOptions(na_values, keep_default_na, thousands, decimal, self.delim, self.comment,
+                                     self.kernel in _INT_RANGE)
         elif keep_default_na is not True:
             _check_keep_default_na(keep_default_na)
 
@@ -1452,7 +1537,7 @@ class CSVChunks:
         fill, h, missing = self._fns.next[opts.kernel], self._handle, opts.missing
         filled = 0
         while True:
-            got = self._call(fill, h, missing, out=raw[filled:], errinfo=self._errinfo)[0]
+            got = self._call(fill, h, *missing, out=raw[filled:], errinfo=self._errinfo)[0]
             filled += got
             if filled == want or self._eof:
                 break
@@ -1519,10 +1604,11 @@ def iter_csv(
     the same line, column, byte offset and text as read_csv's would (chunks before the
     error are yielded; the error is raised by the chunk that contains it).
 
-    The options are read_csv's and mean the same (``dtype``, ``delimiter``, ``header``,
-    ``skiprows``, ``usecols`` with names, ``comment``, ``missing``, ``max_rows``,
-    ``like``, ``na_values``, ``keep_default_na``, ``thousands``, ``decimal``); the
-    column names are the returned iterator's ``names`` attribute.
+    The options are read_csv's and mean the same (``dtype``, float or int32/int64,
+    ``delimiter``, ``header``, ``skiprows``, ``usecols`` with names, ``comment``,
+    ``missing`` (an integer fill for integer tables), ``max_rows``, ``like``,
+    ``na_values``, ``keep_default_na``, ``thousands``, ``decimal``); the column
+    names are the returned iterator's ``names`` attribute.
     Parsing runs in C, one thread per iterator, with the GIL released; run several
     iterators (or :class:`CSVDataset` with DataLoader workers) for more cores.
 
