@@ -16,9 +16,12 @@ its error reaches the test: a test that expects a ValueError gets read_csv's
 ParseError (a ValueError), and a table the peer reads but read_csv refuses fails the
 test.
 
-pandas infers int64 for columns of integers; read_csv makes one float dtype for the
-whole table. So the frames the adapter returns are marked, and pandas' frame and
-series comparisons compare them by value (``check_dtype=False``), exactly.
+pandas infers a dtype per column; read_csv makes one dtype for the whole table. Where
+the test gives no dtype, the adapter asks read_csv for int64 when the peer inferred
+int64 for every column, and for float64 otherwise; the frames it returns are marked,
+and pandas' frame and series comparisons compare them by value (``check_dtype=False``),
+exactly. An explicit int32/int64 dtype (``dtype=int``, ``"i4"``, ``np.int64``) maps to
+read_csv's integer tables, as float16/32/64 map to its float ones.
 """
 from __future__ import annotations
 
@@ -32,7 +35,8 @@ import pytest
 
 import tensorffi.io as tio
 
-_FLOATS = {np.dtype(np.float64): "float64", np.dtype(np.float32): "float32", np.dtype(np.float16): "float16"}
+_KINDS = {np.dtype(np.float64): "float64", np.dtype(np.float32): "float32", np.dtype(np.float16): "float16",
+          np.dtype(np.int32): "int32", np.dtype(np.int64): "int64"}
 _real: dict[str, Any] = {}
 
 
@@ -76,7 +80,7 @@ def _dtype_name(dtype: Any) -> str | None:
         dt = np.dtype(dtype)
     except TypeError:
         return None
-    return _FLOATS.get(dt)
+    return _KINDS.get(dt)
 
 
 def _one_char(value: Any, what: str) -> str | None:
@@ -167,7 +171,7 @@ def _loadtxt(data: Any, theirs: Any, dtype: Any, comments: Any, delimiter: Any, 
         _skip("converters (Python functions per field)")
     kernel = _dtype_name(dtype)
     if kernel is None:
-        _skip(f"dtype={dtype!r}: read_csv makes float16/32/64 tables")
+        _skip(f"dtype={dtype!r}: read_csv makes float16/32/64 and int32/64 tables")
     if delimiter is None:
         _skip("delimiter=None (runs of whitespace) is not implemented in read_csv yet")
     delim = _one_char(delimiter, "delimiter")
@@ -183,7 +187,7 @@ def _loadtxt(data: Any, theirs: Any, dtype: Any, comments: Any, delimiter: Any, 
     if quotechar is None and isinstance(data, bytes) and b'"' in data:
         _skip("quotes in the data with quotechar=None: read_csv always reads '\"' as a quote")
     if theirs is not None and _dtype_name(getattr(theirs, "dtype", None)) is None:
-        _skip("the peer's result is not a float table")
+        _skip("the peer's result is not a float or int32/64 table")
     table = tio.read_csv(data, dtype=kernel, delimiter=delim, header=False, skiprows=skiprows, usecols=usecols,
                          comment=comment, max_rows=max_rows, like="numpy")
     if table.shape == (0, 0):
@@ -263,6 +267,9 @@ def _read_csv(src: Any, data: Any, theirs: Any, args: Any, kw: Any) -> Any:
     kernel = "float64" if dtype is None else _dtype_name(dtype) if not isinstance(dtype, dict) else None
     if kernel is None:
         _skip(f"dtype={dtype!r}")
+    if dtype is None and isinstance(theirs, pd.DataFrame) and len(theirs.columns) > 0 and \
+            all(t == np.dtype(np.int64) for t in theirs.dtypes):
+        kernel = "int64"  # the peer inferred integers everywhere: read them exactly
     usecols = kw.get("usecols")
     if usecols is not None:
         if callable(usecols) or isinstance(usecols, str):
