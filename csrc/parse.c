@@ -965,7 +965,7 @@ tf_ifield_avx2(const uint8_t *p, const uint8_t *end, const uint8_t delim, uint64
 
 /* The vector reader's integer field as type dt: *v, *nl and the next field's start;
  * NULL for anything else, a value out of range included (the general path then says
- * why; *nl is left alone). */
+ * why; *nl is left alone). At most 33 bytes are taken (the digits, then "\r\n"). */
 static inline __attribute__((always_inline)) TF_TARGET_AVX2 const uint8_t *
 tf_ivalue_avx2(const uint8_t *p, const uint8_t *end, const uint8_t delim, const int dt, tf_val *v, int *nl_out) {
     uint64_t w;

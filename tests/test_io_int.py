@@ -355,6 +355,25 @@ def test_vector_field_reader_for_integers(monkeypatch, simd, eol):
             assert got[11].tolist() == [25, -15, 7] == got[13].tolist()
 
 
+@pytest.mark.parametrize("simd", simd_levels())
+def test_wide_records_near_the_end_of_the_input(rng, monkeypatch, simd):
+    """The vector reader reads a whole record without a bound check per field when the
+    record starts far enough from the end: wide records of the longest fields it takes
+    (19 digits and a sign, CRLF), in every position relative to the end, last line
+    ended or not."""
+    monkeypatch.setenv("TENSORFFI_SIMD", simd)
+    for cols in (1, 2, 7, 40):
+        for rows in (1, 2, 5):
+            values = [[int(rng.integers(*I64, endpoint=True)) for _ in range(cols)] for _ in range(rows)]
+            values[0][0] = I64[0]
+            for eol, last in (("\r\n", True), ("\n", False)):
+                text = eol.join(",".join(str(v) for v in row) for row in values) + (eol if last else "")
+                for pad in (0, 1, 3):
+                    data = ("7," * (cols - 1) + "7" + eol) * pad + text
+                    got = tio.read_csv(data.encode(), dtype=torch.int64, header=False)
+                    assert got.tolist() == [[7] * cols] * pad + values, (cols, rows, eol, pad)
+
+
 # --------------------------------------------------------------------------- #
 # dtype spellings and result kinds                                              #
 # --------------------------------------------------------------------------- #
