@@ -5,7 +5,7 @@
  *   gcc -O3 -fwrapv -fno-strict-aliasing -std=c11 -pthread -Icsrc \
  *       -DTF_VERSION_STR='"bench"' -DTF_COMPILER_STR='"gcc"' -DTF_FLAGS_STR='""' -DTF_NATIVE_BUILD=0 \
  *       benchmarks/read_csv_cpu.c csrc/parse.c csrc/core.c -o /tmp/read_csv_cpu -lm
- *   TENSORFFI_SIMD=avx2 /tmp/read_csv_cpu benchmarks/_work/g9_1000000x8.csv [repeats] [f32|f64] [threads]
+ *   TENSORFFI_SIMD=avx2 /tmp/read_csv_cpu benchmarks/_work/g9_1000000x8.csv [repeats] [f32|f64|i32|i64] [threads]
  *
  * (-fwrapv and -fno-strict-aliasing: the flags the package is built with.) Prints the
  * minimum, over the repeats, of the process CPU time of tf_parse_count and of
@@ -27,10 +27,11 @@ static double cpu_s(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s file.csv [repeats] [f32|f64] [threads]\n", argv[0]);
+        fprintf(stderr, "usage: %s file.csv [repeats] [f32|f64|i32|i64] [threads]\n", argv[0]);
         return 2;
     }
-    int reps = argc > 2 ? atoi(argv[2]) : 5, f64 = argc > 3 && strcmp(argv[3], "f64") == 0;
+    const char *dt = argc > 3 ? argv[3] : "f32";
+    int reps = argc > 2 ? atoi(argv[2]) : 5, f64 = strcmp(dt, "f64") == 0 || strcmp(dt, "i64") == 0;
     int threads = argc > 4 ? atoi(argv[4]) : 1;
     FILE *f = fopen(argv[1], "rb");
     if (!f) return perror(argv[1]), 1;
@@ -55,10 +56,19 @@ int main(int argc, char **argv) {
         void *out = malloc((size_t)(rows * cols) * (f64 ? 8 : 4));
         memset(out, 0, (size_t)(rows * cols) * (f64 ? 8 : 4)); /* page faults outside the timing */
         double t2 = cpu_s();
-        int rc = f64 ? tf_parse_fill_f64(data, n, ',', -1, chunks, nchunks, colmap, cols, out, rows, cols, NAN,
-                                         threads, err, NULL, NULL)
-                     : tf_parse_fill_f32(data, n, ',', -1, chunks, nchunks, colmap, cols, out, rows, cols, NAN,
-                                         threads, err, NULL, NULL);
+        int rc;
+        if (strcmp(dt, "i64") == 0)
+            rc = tf_parse_fill_i64(data, n, ',', -1, chunks, nchunks, colmap, cols, out, rows, cols, 0, 0, threads,
+                                   err, NULL, NULL);
+        else if (strcmp(dt, "i32") == 0)
+            rc = tf_parse_fill_i32(data, n, ',', -1, chunks, nchunks, colmap, cols, out, rows, cols, 0, 0, threads,
+                                   err, NULL, NULL);
+        else if (f64)
+            rc = tf_parse_fill_f64(data, n, ',', -1, chunks, nchunks, colmap, cols, out, rows, cols, NAN, threads,
+                                   err, NULL, NULL);
+        else
+            rc = tf_parse_fill_f32(data, n, ',', -1, chunks, nchunks, colmap, cols, out, rows, cols, NAN, threads,
+                                   err, NULL, NULL);
         double t3 = cpu_s();
         free(out);
         if (rc) return fprintf(stderr, "%s\n", tf_last_error()), 1;
@@ -67,7 +77,7 @@ int main(int argc, char **argv) {
     }
     printf("%s (%lld rows x %lld, %s, parser SIMD level %d, %d thread%s): count %.1f ms (%.0f MB/s), "
            "fill %.1f ms (%.0f MB/s, %.2f ns/value), both %.0f MB/s of CPU time\n",
-           argv[1], (long long)rows, (long long)cols, f64 ? "float64" : "float32", tf_parse_simd(), threads,
+           argv[1], (long long)rows, (long long)cols, dt, tf_parse_simd(), threads,
            threads == 1 ? "" : "s", best_count * 1e3, (double)n / best_count / 1e6, best_fill * 1e3,
            (double)n / best_fill / 1e6, best_fill * 1e9 / (double)(rows * cols),
            (double)n / (best_count + best_fill) / 1e6);
