@@ -224,6 +224,24 @@ MUTANTS: list[Mutant] = [
         ("tests/test_io.py", "-k", "round or exact or decimal"),
         "parse",
     ),
+    Mutant(
+        "parse-int-bound-off-by-one",
+        "csrc/parse.c",
+        "    if (__builtin_expect(w > max + (uint64_t)neg, 0)) return 0;",
+        "    if (__builtin_expect(w > max + 1, 0)) return 0;",
+        "int64 9223372036854775808 read as -9223372036854775808 (int32 2147483648 as -2147483648): silently wrapped",
+        ("tests/test_io_int.py", "-k", "overflow or never_wraps or hypothesis"),
+        "parse",
+    ),
+    Mutant(
+        "parse-int-vector-twenty-digits",
+        "csrc/parse.c",
+        "    if (__builtin_expect(len >= 32 || nd == 0 || nd > 19, 0)) return NULL;",
+        "    if (__builtin_expect(len >= 32 || nd == 0 || nd > 20, 0)) return NULL;",
+        "20-digit integers wrap modulo 2^64 in the vector reader: 18446744073709551621 read as 5",
+        ("tests/test_io_int.py", "-k", "never_wraps or vector or hypothesis"),
+        "parse",
+    ),
     # ---- C: IIR filtering (signal; under rewrite) ---- #
     Mutant(
         "signal-avx2-fma-sign",
