@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import io as _stdio
 import mmap
+import operator
 import os
 import stat as _stat
 import re
@@ -750,9 +751,9 @@ def _column_map(usecols: Any, ncols_in: int, names: list[str] | None) -> tuple[n
     """colmap[j] = output column of input field j (-1: skipped), and the kept names."""
     if usecols is None:
         return np.arange(ncols_in, dtype=np.int64), names
-    if isinstance(usecols, (int, np.integer, str)):
+    if isinstance(usecols, (int, np.integer, str)) or _index_like(usecols):
         usecols = [usecols]
-    if ncols_in == 0 and names is None and all(isinstance(u, (int, np.integer)) for u in usecols):
+    if ncols_in == 0 and names is None and all(_index_like(u) for u in usecols):
         k = len(list(usecols))  # an empty input: as NumPy, no rows and the columns usecols names
         return np.arange(k, dtype=np.int64), None
     picked: list[int] = []
@@ -768,8 +769,8 @@ def _column_map(usecols: Any, ncols_in: int, names: list[str] | None) -> tuple[n
             if len(hits) > 1:
                 raise ValueError(f"usecols: {len(hits)} columns are named {u!r}; select them by index")
             picked.append(hits[0])
-        elif isinstance(u, (int, np.integer)) and not isinstance(u, bool):
-            i = int(u)
+        elif _index_like(u):
+            i = operator.index(u)
             if not -(1 << 63) <= i < 1 << 63:
                 raise ArgumentOverflowError(f"usecols: column {i} does not fit in a 64-bit integer")
             if not -ncols_in <= i < ncols_in:
@@ -783,6 +784,12 @@ def _column_map(usecols: Any, ncols_in: int, names: list[str] | None) -> tuple[n
     for k, i in enumerate(picked):
         colmap[i] = k
     return colmap, None if names is None else [names[i] for i in picked]
+
+
+def _index_like(u: Any) -> bool:
+    """A column index: an integer (not a bool), or an object that converts to one
+    (``__index__``, as NumPy's loadtxt takes it), not a sequence."""
+    return not isinstance(u, (bool, np.bool_, str)) and not hasattr(u, "__len__") and hasattr(type(u), "__index__")
 
 
 def _chunk_bytes(region: int, nthreads: int) -> int:
@@ -1052,7 +1059,7 @@ class _Options:
             raise ValueError(f"header must be 'auto', True or False, got {header!r}")
         self.header = header
         self.skiprows = _count_arg(skiprows, "skiprows")
-        if usecols is not None and not isinstance(usecols, (int, np.integer, str)):
+        if usecols is not None and not isinstance(usecols, (int, np.integer, str)) and not _index_like(usecols):
             usecols = list(usecols)  # an iterator is read once, here
         self.usecols = usecols
         try:
