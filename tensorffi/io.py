@@ -62,7 +62,7 @@ import torch
 
 from ._bridge import lower as _lower
 from ._callbacks import CallbackScope
-from ._lib import native
+from ._lib import lib, native
 from ._threads import resolve_threads
 from .errors import (
     ArgumentOverflowError,
@@ -103,6 +103,10 @@ _MIN_CHUNK = 256 << 10
 _MAX_CHUNK = 8 << 20
 
 _BOM = b"\xef\xbb\xbf"
+
+#: The delimiter code of ``delimiter=None``: runs of white space separate fields
+#: (TF_DELIM_WHITESPACE in cdefs/parse.h).
+_WHITESPACE = int(lib.TF_DELIM_WHITESPACE)
 
 
 #: pandas' default NA words (``pandas._libs.parsers.STR_NA_VALUES``) that are not
@@ -225,6 +229,9 @@ class _ReaderOptions:
     def _mark(ch: Any, what: str, delim: int, comment: int) -> str:
         if not isinstance(ch, str):
             raise TypeError(f"{what} must be a one-character string, got {ch!r}")
+        if delim == _WHITESPACE and len(ch) == 1 and _blank(ch):
+            raise ControlCharacterError(f"the control characters {what} and delimiter are incompatible: {what} is "
+                                        f"{ch!r}, and delimiter=None splits fields at white space")
         if len(ch) != 1 or ord(ch) > 126 or (ord(ch) < 32):
             raise ValueError(f"{what} must be one ASCII character, got {ch!r}")
         if ord(ch) in (delim, comment):
@@ -289,7 +296,7 @@ def read_csv(
     source: Any,
     *,
     dtype: Any = torch.float32,
-    delimiter: str = ",",
+    delimiter: str | None = ",",
     header: bool | str | None = "auto",
     skiprows: int = 0,
     usecols: int | str | Sequence[int | str] | None = None,
@@ -321,7 +328,22 @@ def read_csv(
             :data:`MAX_RECORD_BYTES` (``/dev/zero``: a ParseError after 64 MiB).
         dtype: float32 (default), float64, float16 or bfloat16, as a torch dtype, a
             NumPy dtype or a name. Each value is rounded once, directly from its text.
-        delimiter: the one-character (ASCII) field separator.
+        delimiter: the one-character (ASCII) field separator, or None: fields are
+            separated by runs of white space, as NumPy's ``loadtxt`` splits by default
+            and pandas' ``sep=r"\\s+"`` does (space-aligned ``.txt``/``.dat`` files).
+            White space is what Python's ``str.isspace`` knows, as NumPy splits on it:
+            space, tab, ``\\v``, ``\\f``, ``\\x1c``-``\\x1f`` and the Unicode blanks
+            (U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F,
+            U+3000; pandas splits on spaces and tabs only). Blanks at the start and end
+            of a line are ignored, a line of blanks is a blank line (skipped), and there
+            are no empty fields (``missing`` is then the value of ``na_values`` words).
+            Quotes follow pandas' ``sep=r"\\s+"`` (NumPy's ``quotechar='"'``): a field
+            that begins with ``"`` may hold blanks, and runs to its closing quote, which
+            must be followed by white space, a line end or a comment (text glued to it
+            is an error, as with a delimiter). ``comment``, ``thousands`` and
+            ``decimal`` cannot be white space then (a ControlCharacterError). A single
+            space, ``delimiter=" "``, still splits at every space (two make an empty
+            field).
         header: ``"auto"`` (the first record is a header if it holds text and no
             number; a first record mixing numbers and text is data, so a typo there
             is an error rather than a silently lost row), ``True`` or ``False``/``None``.
@@ -380,7 +402,13 @@ def read_csv(
     header can use); LF, CRLF and CR line ends; a UTF-8 byte order mark; blank lines
     skipped; the last line with or without a line end. Blanks around a number
     include Unicode white space (U+00A0, U+202F...), as NumPy strips it. Words such
-    as ``NA`` are errors unless ``na_values`` names them.
+    as ``NA`` are errors unless ``na_values`` names them. With ``delimiter=None``,
+    runs of white space separate the fields (see ``delimiter``); a record with more
+    or fewer fields than the first is the same ParseError as with a delimiter.
+
+    >>> import tensorffi.io
+    >>> tensorffi.io.read_csv(b"  t      v\\n 0.5  -1e-3\\n\\t 1.0   250 \\n", delimiter=None, dtype="float64").tolist()
+    [[0.5, -0.001], [1.0, 250.0]]
 
     >>> import tensorffi.io
     >>> t = tensorffi.io.read_csv(b"a;b\\n1.234,5;NA\\n-0,25;7\\n", delimiter=";", decimal=",",
@@ -402,16 +430,8 @@ def read_csv(
     want_numpy = False if like is None else _wants_numpy(like)
     if want_numpy and kernel == "bf16":
         raise TypeError("NumPy has no bfloat16 dtype: use like=torch (the default) for bfloat16")
-    delim = 44 if delimiter == "," else _char_code(delimiter, "delimiter")
-    if comment is None:
-        comment_code = -1
-    else:
-        comment_code = _char_code(comment, "comment")
-        if comment in (" ", "\t"):
-            raise ValueError(f"comment cannot be a blank ({comment!r}): blanks around fields are ignored")
-        if comment_code == delim:
-            raise ControlCharacterError(f"the control characters delimiter and comment are incompatible: both are "
-                                        f"{delimiter!r}")
+    delim = 44 if delimiter == "," else _delimiter_code(delimiter)
+    comment_code = -1 if comment is None else _comment_code(comment, delim)
     if header is None:
         header = False
     if header is not True and header is not False and header != "auto":
@@ -858,6 +878,30 @@ def _char_code(ch: Any, what: str) -> int:
     return ord(ch)
 
 
+def _blank(ch: str) -> bool:
+    """White space that delimiter=None splits at (str.isspace less the line ends)."""
+    return ch.isspace() and ch not in "\r\n"
+
+
+def _delimiter_code(delimiter: Any) -> int:
+    """The delimiter byte, or _WHITESPACE for None (runs of white space)."""
+    return _WHITESPACE if delimiter is None else _char_code(delimiter, "delimiter")
+
+
+def _comment_code(comment: Any, delim: int) -> int:
+    """The comment byte, checked against the delimiter (its code, as _delimiter_code gives it)."""
+    if delim == _WHITESPACE and isinstance(comment, str) and len(comment) == 1 and _blank(comment):
+        raise ControlCharacterError(f"the control characters delimiter and comment are incompatible: comment is "
+                                    f"{comment!r}, and delimiter=None splits fields at white space")
+    code = _char_code(comment, "comment")
+    if comment in (" ", "\t"):
+        raise ValueError(f"comment cannot be a blank ({comment!r}): blanks around fields are ignored")
+    if code == delim:
+        raise ControlCharacterError(f"the control characters delimiter and comment are incompatible: both are "
+                                    f"{comment!r}")
+    return code
+
+
 def _count_arg(value: Any, what: str) -> int:
     # typed as NumPy types them: a float (3.0) or a bool is a TypeError, a negative count a ValueError
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -1036,23 +1080,15 @@ class _Options:
     __slots__ = ("kernel", "want_numpy", "delim", "comment", "header", "skiprows", "usecols", "missing", "limit",
                  "max_record", "xo")
 
-    def __init__(self, dtype: Any, delimiter: str, header: Any, skiprows: Any, usecols: Any, comment: Any,
+    def __init__(self, dtype: Any, delimiter: str | None, header: Any, skiprows: Any, usecols: Any, comment: Any,
                  missing: Any, max_rows: Any, like: Any, max_record_bytes: Any, na_values: Any = None,
                  keep_default_na: Any = True, thousands: Any = None, decimal: Any = ".") -> None:
         self.kernel = _kernel_for(dtype)
         self.want_numpy = False if like is None else _wants_numpy(like)
         if self.want_numpy and self.kernel == "bf16":
             raise TypeError("NumPy has no bfloat16 dtype: use like=torch (the default) for bfloat16")
-        self.delim = _char_code(delimiter, "delimiter")
-        if comment is None:
-            self.comment = -1
-        else:
-            self.comment = _char_code(comment, "comment")
-            if comment in (" ", "\t"):
-                raise ValueError(f"comment cannot be a blank ({comment!r}): blanks around fields are ignored")
-            if self.comment == self.delim:
-                raise ControlCharacterError(f"the control characters delimiter and comment are incompatible: both "
-                                            f"are {delimiter!r}")
+        self.delim = _delimiter_code(delimiter)
+        self.comment = -1 if comment is None else _comment_code(comment, self.delim)
         if header is None:
             header = False
         if header is not True and header is not False and header != "auto":
@@ -1486,7 +1522,7 @@ def iter_csv(
     chunk_rows: int = 65536,
     *,
     dtype: Any = torch.float32,
-    delimiter: str = ",",
+    delimiter: str | None = ",",
     header: bool | str | None = "auto",
     skiprows: int = 0,
     usecols: int | str | Sequence[int | str] | None = None,
@@ -1511,10 +1547,11 @@ def iter_csv(
     the same line, column, byte offset and text as read_csv's would (chunks before the
     error are yielded; the error is raised by the chunk that contains it).
 
-    The options are read_csv's and mean the same (``dtype``, ``delimiter``, ``header``,
-    ``skiprows``, ``usecols`` with names, ``comment``, ``missing``, ``max_rows``,
-    ``like``, ``na_values``, ``keep_default_na``, ``thousands``, ``decimal``); the
-    column names are the returned iterator's ``names`` attribute.
+    The options are read_csv's and mean the same (``dtype``, ``delimiter``, with None
+    for runs of white space, ``header``, ``skiprows``, ``usecols`` with names,
+    ``comment``, ``missing``, ``max_rows``, ``like``, ``na_values``,
+    ``keep_default_na``, ``thousands``, ``decimal``); the column names are the
+    returned iterator's ``names`` attribute.
     Parsing runs in C, one thread per iterator, with the GIL released; run several
     iterators (or :class:`CSVDataset` with DataLoader workers) for more cores.
 
@@ -1627,7 +1664,7 @@ class CSVDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]  #
         chunk_rows: int = 65536,
         *,
         dtype: Any = torch.float32,
-        delimiter: str = ",",
+        delimiter: str | None = ",",
         header: bool | str | None = "auto",
         skiprows: int = 0,
         usecols: int | str | Sequence[int | str] | None = None,
