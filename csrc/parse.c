@@ -1107,11 +1107,10 @@ static inline int tf_ws_ascii(uint8_t c) {
     return c == ' ' || c == '\t' || c == '\v' || c == '\f' || (c >= 0x1C && c <= 0x1F);
 }
 
-/* A blank around a field (or inside quotes, around a number): a space or tab that is
- * not the delimiter. (Under TF_DELIM_WHITESPACE, where blanks separate fields,
- * tf_skip_space skips them all; this stays the comma syntax's, whose field loop
- * inlines it.) */
+/* A blank around a field: a space or tab that is not the delimiter; under
+ * TF_DELIM_WHITESPACE, any ASCII white space but a line end (tf_ws_at adds Unicode's). */
 static inline int tf_blank(const tf_syntax *sx, uint8_t c) {
+    if (sx->ws) return tf_ws_ascii(c);
     return (c == ' ' || c == '\t') && c != sx->delim;
 }
 
@@ -1141,20 +1140,8 @@ __attribute__((noinline, cold)) static const uint8_t *tf_skip_ws_unicode(const t
 
 static inline const uint8_t *tf_skip_blanks(const tf_syntax *sx, const uint8_t *p) {
     while (p < sx->end && tf_blank(sx, *p)) p++;
+    if (sx->ws && p < sx->end && *p >= 0x80) return tf_skip_ws_unicode(sx, p);
     return p;
-}
-
-/* Under TF_DELIM_WHITESPACE: past the white space at p (ASCII, then Unicode's). */
-static inline const uint8_t *tf_skip_ws(const tf_syntax *sx, const uint8_t *p) {
-    while (p < sx->end && tf_ws_ascii(*p)) p++;
-    if (p < sx->end && *p >= 0x80) return tf_skip_ws_unicode(sx, p);
-    return p;
-}
-
-/* Past the blanks at p that are no field's content, in either syntax: the blanks
- * before a field or a line end (every white space under TF_DELIM_WHITESPACE). */
-static inline const uint8_t *tf_skip_space(const tf_syntax *sx, const uint8_t *p) {
-    return sx->ws ? tf_skip_ws(sx, p) : tf_skip_blanks(sx, p);
 }
 
 /* Past the spaces and tabs at p, eight bytes at a time (the runs of space-aligned
@@ -1410,7 +1397,7 @@ static const uint8_t *tf_count_records(const tf_syntax *sx, const uint8_t *p, co
     else if (sx->simd >= TF_SIMD_AVX2 && to - p >= 256) p = tf_count_simple_avx2(sx, p, to, &r);
 #endif
     while (p < to) {
-        const uint8_t *q = tf_skip_space(sx, p);
+        const uint8_t *q = tf_skip_blanks(sx, p);
         if (q == sx->end) {
             p = q;
             break;
@@ -1634,7 +1621,7 @@ static inline const uint8_t *tf_token_end(const tf_syntax *sx, const uint8_t *p)
 static inline int tf_next_field(const tf_syntax *sx, const uint8_t **pp) {
     const uint8_t *p = *pp;
     if (sx->ws) {
-        p = tf_skip_ws(sx, p);
+        p = tf_skip_blanks(sx, p);
         *pp = p;
         return p < sx->end && *p != '\n' && *p != '\r' && *p != sx->comment;
     }
@@ -1824,7 +1811,7 @@ static int tf_noise_line(const tf_syntax *sx, const uint8_t *p, const uint8_t **
         *next = sx->end;
         return 2;
     }
-    const uint8_t *q = tf_skip_space(sx, p);
+    const uint8_t *q = tf_skip_blanks(sx, p);
     if (q == sx->end) {
         *next = q;
         return 1;
@@ -1923,7 +1910,7 @@ static int tf_first_record(const tf_syntax *sx, int64_t start, int64_t skiplines
     int64_t nf = 0;
     int numeric = 1, text = 0, number = 0;
     for (;;) {
-        p = tf_skip_space(sx, p);
+        p = tf_skip_blanks(sx, p);
         const uint8_t *cb, *ce;
         int flags;
         p = tf_field(sx, p, &cb, &ce, &flags, err);
@@ -2300,20 +2287,6 @@ static int64_t tf_count_fields(const tf_syntax *sx, const uint8_t *p, int64_t nf
         int flags;
         p = tf_field(sx, tf_skip_blanks(sx, p), &cb, &ce, &flags, &ignore);
         nf++;
-        if (!p || p >= sx->end || *p != sx->delim) return nf;
-        p++;
-    }
-}
-
-/* The same under TF_DELIM_WHITESPACE (a function of its own: the comma syntax's field
- * loop inlines the one above, and stays as it was compiled). */
-__attribute__((noinline, cold)) static int64_t tf_count_fields_ws(const tf_syntax *sx, const uint8_t *p, int64_t nf) {
-    tf_perr ignore;
-    for (;;) {
-        const uint8_t *cb, *ce;
-        int flags;
-        p = tf_field(sx, tf_skip_ws(sx, p), &cb, &ce, &flags, &ignore);
-        nf++;
         if (!p || !tf_next_field(sx, &p)) return nf;
     }
 }
@@ -2355,7 +2328,7 @@ __attribute__((noinline, cold)) static const uint8_t *tf_rescue(const tf_fill_ct
     int r = memchr(fs, '"', (size_t)(te - fs)) ? -1 : tf_value_x(sx, fs, te, dt, v);
     if (r < 0) {
         /* a record (starting at rec) with the wrong number of fields says so first */
-        int64_t nf = tf_utf8_bad(fs, te) ? fc->ncols_in : sx->ws ? tf_count_fields_ws(sx, rec, 0) : tf_count_fields(sx, rec, 0);
+        int64_t nf = tf_utf8_bad(fs, te) ? fc->ncols_in : tf_count_fields(sx, rec, 0);
         if (nf != fc->ncols_in) tf_fail_fields(sx, rec, nf, fc->ncols_in, err);
         else tf_fail_field(sx, fs, j, err);
         return NULL;

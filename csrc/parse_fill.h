@@ -108,7 +108,7 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
         for (;;) { /* one field */
             if (ws) { /* white space, then a field or the end of the record */
                 if (__builtin_expect(!(p < E && *p > ' ' && *p < 0x80 && *p != comment), 0)) {
-                    p = tf_skip_ws(sx, p);
+                    p = tf_skip_blanks(sx, p);
                     if (p == E) break;
                     const uint8_t c = *p;
                     if (c == '\n') {
@@ -146,8 +146,7 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
             if (!ws)
                 while (p < E && TF_BLANK(*p)) p++;
             if (__builtin_expect(j >= ncols_in, 0))
-                return tf_fail_fields(sx, rec, ws ? tf_count_fields_ws(sx, p, j) : tf_count_fields(sx, p, j), ncols_in,
-                                      err);
+                return tf_fail_fields(sx, rec, tf_count_fields(sx, p, j), ncols_in, err);
             const int64_t col = colmap[j];
             if (xfast && col >= 0 && (p >= E || *p != '"')) {
                 tf_val v;

@@ -171,7 +171,7 @@ static const uint8_t *tf_stream_open_quote(const tf_syntax *sx, const uint8_t *r
     for (;;) {
         const uint8_t *cb, *ce;
         int flags;
-        p = tf_field(sx, tf_skip_space(sx, p), &cb, &ce, &flags, &e);
+        p = tf_field(sx, tf_skip_blanks(sx, p), &cb, &ce, &flags, &e);
         if (!p) return e.kind == TF_PE_UNTERMINATED ? sx->data + e.at : NULL;
         if (!tf_next_field(sx, &p)) return NULL;
     }
