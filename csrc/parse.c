@@ -783,16 +783,15 @@ tf_field_avx2(const uint8_t *p, const uint8_t *end, const uint8_t delim, const i
     const uint8_t *next, *x = p + len;
     int64_t e = 0;
     if (ws) {
-        const uint64_t bm = (uint32_t)_mm256_movemask_epi8(
-            _mm256_or_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(' ')), _mm256_cmpeq_epi8(v, _mm256_set1_epi8('\t'))));
-        const uint64_t em = (uint32_t)_mm256_movemask_epi8(
-            _mm256_or_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('\n')), _mm256_cmpeq_epi8(v, _mm256_set1_epi8('\r'))));
-        if (__builtin_expect((bm >> len) & ~((bm | em) >> (len + 1)) & (len < 31), 1)) {
-            /* one blank, then the next field: its address depends on len alone, as
-             * after a delimiter, and no further byte is looked at */
+        if (__builtin_expect(((x[0] == ' ') | (x[0] == '\t')) & (x[1] > ' '), 1)) {
+            /* one blank, then the next field (or a byte the next call looks at): its
+             * address depends on len alone, as after a delimiter (x + 1 is inside the
+             * load: len < 32) */
             next = x + 1;
             *nl_out = 0;
         } else {
+            const uint64_t bm = (uint32_t)_mm256_movemask_epi8(_mm256_or_si256(
+                _mm256_cmpeq_epi8(v, _mm256_set1_epi8(' ')), _mm256_cmpeq_epi8(v, _mm256_set1_epi8('\t'))));
             const uint8_t *y;
             if ((bm >> len) & 1) {
                 y = x + _tzcnt_u64(~(bm >> len)); /* the run's end, at most the end of the load */
