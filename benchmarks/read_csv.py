@@ -6,6 +6,9 @@
     python benchmarks/read_csv.py --sets g9 --repeats 7
     python benchmarks/read_csv.py --tiny-only      # 10 and 100 rows from bytes vs numpy.loadtxt
     python benchmarks/read_csv.py --alternating    # also: each call right after a torch op (g9 set)
+    python benchmarks/read_csv.py --sets g9 --whitespace --before /path/to/older/checkout
+                                                   # delimiter=None vs ",", numpy.loadtxt, pandas sep=r"\s+";
+                                                   # the comma path, this tree vs an older one (built in place)
 
 Data sets (generated once into benchmarks/_work/, ignored by git, read once before
 timing so that the page cache is warm):
@@ -14,6 +17,9 @@ timing so that the page cache is warm):
            float32 at full precision, mixed magnitudes (realistic sensor/feature data)
     g17    np.savetxt(fmt="%.17g") of standard_normal float64 (full float64 repr)
     short  0.ddddddd uniform values (7 digits, no exponent)
+    g9ws   the g9 values, written with np.savetxt's default delimiter (a space)
+    g9al   the g9 values in space-aligned columns (fmt="%16.9g": 2 to 10 blanks
+           before each value, the line's first included)
 
 Every method ends with a C-contiguous float32 torch tensor of shape (rows, 8). Runs
 are interleaved round-robin in one fresh process, so the first calls (binding the
@@ -24,6 +30,15 @@ process (time.process_time), which other processes' load barely moves: on a shar
 machine their CPU ratio is the steadier figure. tensorffi runs at each SIMD level this CPU has (TENSORFFI_SIMD is read per
 call), with one thread and with all threads. Peers: pandas.read_csv(engine="c"),
 pyarrow and polars when installed (multi-threaded), numpy.loadtxt (once, it is slow).
+
+Whitespace (--whitespace, issue 22): the g9 values as g9 (commas), g9ws and g9al,
+read into float32 by read_csv(delimiter=",") and read_csv(delimiter=None) at each
+SIMD level on one thread and on all, and by numpy.loadtxt (its default delimiter,
+None: once, it is slow) and pandas.read_csv(sep=r"\s+", engine="c"), interleaved
+in one process; "speed vs ','" is the comma file's median over the method's (the
+same level and threads; 1.0: as fast). --before TREE: read_csv of the g9 file in
+fresh worker processes of this tree and of TREE, alternated (before, after, ...),
+as benchmarks/read_csv_options.py does.
 
 Tiny inputs: read_csv of 10 and 100 rows (%.9g, 8 columns) from bytes against
 numpy.loadtxt on the same bytes through BytesIO, interleaved; the median of 7 timing
@@ -65,7 +80,7 @@ def mixed_float32(rng: np.random.Generator, rows: int) -> np.ndarray:
 
 
 def generate(name: str, path: Path, rows: int) -> None:
-    rng = np.random.default_rng({"g9": 0, "g17": 1, "short": 2}[name])
+    rng = np.random.default_rng({"g9": 0, "g9ws": 0, "g9al": 0, "g17": 1, "short": 2}[name])
     if name == "short":
         ints = rng.integers(0, 10**7, size=(rows, COLS))
         buf = np.empty((rows, COLS, 10), dtype=np.uint8)
@@ -82,13 +97,18 @@ def generate(name: str, path: Path, rows: int) -> None:
         step = 100_000
         for start in range(0, rows, step):
             n = min(step, rows - start)
-            block = mixed_float32(rng, n) if name == "g9" else rng.standard_normal((n, COLS))
-            np.savetxt(f, block, fmt="%.9g" if name == "g9" else "%.17g", delimiter=",")
+            block = mixed_float32(rng, n) if name.startswith("g9") else rng.standard_normal((n, COLS))
+            if name == "g9ws":
+                np.savetxt(f, block, fmt="%.9g")  # np.savetxt's default delimiter: a space
+            elif name == "g9al":
+                np.savetxt(f, block, fmt="%16.9g", delimiter="")  # space-aligned columns
+            else:
+                np.savetxt(f, block, fmt="%.9g" if name == "g9" else "%.17g", delimiter=",")
 
 
 def dataset(name: str, rows: int) -> Path:
     WORK.mkdir(exist_ok=True)
-    path = WORK / f"{name}_{rows}x{COLS}.csv"
+    path = WORK / f"{name}_{rows}x{COLS}.{'txt' if name in ('g9ws', 'g9al') else 'csv'}"
     if not path.exists():
         print(f"generating {path} ...", file=sys.stderr)
         tmp = path.with_suffix(".tmp")
@@ -106,11 +126,11 @@ def simd_levels() -> list[str]:
     return SIMD[: int(tensorffi.core.lib.tf_simd_level()) + 1]
 
 
-def ours(path: Path, simd: str, threads: int) -> Callable[[], torch.Tensor]:
+def ours(path: Path, simd: str, threads: int, delimiter: str | None = ",") -> Callable[[], torch.Tensor]:
     def run() -> torch.Tensor:
         os.environ["TENSORFFI_SIMD"] = simd
         try:
-            return tensorffi.io.read_csv(path, header=False, threads=threads)
+            return tensorffi.io.read_csv(path, header=False, threads=threads, delimiter=delimiter)
         finally:
             del os.environ["TENSORFFI_SIMD"]
 
@@ -154,6 +174,47 @@ def methods(path: Path, threads: int, levels: list[str], peers: bool) -> dict[st
             pass
         m["numpy.loadtxt"] = lambda: contiguous_f32(np.loadtxt(path, delimiter=",", dtype=np.float32))
     return m
+
+
+def whitespace(rows: int, repeats: int, threads: int, levels: list[str]) -> None:
+    """delimiter=None on the g9 values written with blanks, against the same values
+    with commas (the same level and threads), numpy.loadtxt and pandas' sep=r"\s+"."""
+    import pandas as pd
+
+    comma, ws, aligned = dataset("g9", rows), dataset("g9ws", rows), dataset("g9al", rows)
+    fns: dict[str, Callable[[], torch.Tensor]] = {}
+    pairs: dict[str, str] = {}  # whitespace method -> its comma counterpart
+    for simd in levels:
+        for th in (1, threads):
+            where = f"{simd}, {th} thread{'s' if th > 1 else ''}"
+            fns[f'tensorffi {where}, delimiter=","'] = ours(comma, simd, th)
+            fns[f"tensorffi {where}, delimiter=None"] = ours(ws, simd, th, None)
+            pairs[f"tensorffi {where}, delimiter=None"] = f'tensorffi {where}, delimiter=","'
+        fns[f"tensorffi {simd}, 1 thread, delimiter=None, aligned (g9al)"] = ours(aligned, simd, 1, None)
+        pairs[f"tensorffi {simd}, 1 thread, delimiter=None, aligned (g9al)"] = f'tensorffi {simd}, 1 thread, delimiter=","'
+    peer_pandas = 'pandas.read_csv(sep=r"\s+", engine="c")'
+    fns[peer_pandas] = lambda: contiguous_f32(
+        pd.read_csv(ws, sep=r"\s+", header=None, engine="c", dtype=np.float32).to_numpy())
+    fns["numpy.loadtxt (delimiter=None)"] = lambda: contiguous_f32(np.loadtxt(ws, dtype=np.float32))
+    times, cpu = measure(fns, repeats, slow={"numpy.loadtxt (delimiter=None)"})
+    med = {k: statistics.median(v) for k, v in times.items()}
+    mcpu = {k: statistics.median(v) for k, v in cpu.items()}
+    sizes = {p: p.stat().st_size / 1e6 for p in (comma, ws, aligned)}
+    print(f"### Whitespace-delimited: {rows:,} rows x {COLS} columns of the g9 values -> float32 tensor: g9 "
+          f"({sizes[comma]:.0f} MB, commas), g9ws ({sizes[ws]:.0f} MB, one space), g9al ({sizes[aligned]:.0f} MB, "
+          f"%16.9g aligned) ({load()})\n")
+    print('| method | median s | MB/s | runs | speed vs "," | numpy.loadtxt / method | pandas / method '
+          '| CPU s (1 thread) | speed vs ",", CPU |')
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for k, v in med.items():
+        size = sizes[aligned if "g9al" in k else comma if 'delimiter=","' in k else ws]
+        vs = f"{med[pairs[k]] / v:.2f}x" if k in pairs else "-"
+        single = "1 thread" in k or not k.startswith("tensorffi")
+        c = f"{mcpu[k]:.3f}" if single else "-"
+        vs_cpu = f"{mcpu[pairs[k]] / mcpu[k]:.2f}x" if k in pairs and single else "-"
+        print(f"| {k} | {v:.3f} | {size / v:.0f} | {len(times[k])} | {vs} | "
+              f"{med['numpy.loadtxt (delimiter=None)'] / v:.2f}x | {med[peer_pandas] / v:.2f}x | {c} | {vs_cpu} |")
+    print()
 
 
 def torch_step() -> Callable[[], None]:
@@ -263,6 +324,10 @@ def main() -> int:
     parser.add_argument("--tiny-only", action="store_true")
     parser.add_argument("--alternating", action="store_true",
                         help="also time every method right after a torch matmul (g9 set), as between training steps")
+    parser.add_argument("--whitespace", action="store_true",
+                        help="also: delimiter=None on the g9 values written with blanks, vs commas and the peers")
+    parser.add_argument("--before", default=None,
+                        help="a checkout of an older tree (built in place): the g9 comma path, before vs after")
     args = parser.parse_args()
     rows = args.rows or (200_000 if args.quick else 1_000_000)
     repeats = args.repeats or (3 if args.quick else 5)
@@ -279,7 +344,7 @@ def main() -> int:
         "g17": '%.17g float64 values (np.savetxt fmt="%.17g")',
         "short": "0.ddddddd uniform values",
     }
-    for name in args.sets.split(","):
+    for name in args.sets.split(",") if args.sets else []:
         path = dataset(name, rows)
         size_mb = path.stat().st_size / 1e6
         fns = methods(path, threads, levels, args.peers)
@@ -295,6 +360,19 @@ def main() -> int:
             single = "1 thread" in k or k.startswith("pandas") or k.startswith("numpy")
             c = f"{mcpu[k]:.3f} | {pandas_cpu / mcpu[k]:.2f}x" if single else "- | -"
             print(f"| {k} | {v:.3f} | {size_mb / v:.0f} | {len(times[k])} | {pandas / v:.2f}x | {c} |")
+        print()
+    if args.whitespace:
+        whitespace(rows, repeats, threads, levels)
+    if args.before:
+        import importlib.util  # benchmarks/read_csv_options.py: fresh worker processes, alternated
+
+        spec = importlib.util.spec_from_file_location("read_csv_options", HERE / "read_csv_options.py")
+        assert spec is not None and spec.loader is not None
+        options_bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(options_bench)
+        before_after = options_bench.before_after
+        print(f"### The comma path before and after: g9, {rows:,} rows; this tree vs {args.before} ({load()})")
+        before_after(os.path.abspath(args.before), str(HERE.parent), dataset("g9", rows), max(3, repeats), threads)
         print()
     if args.alternating:
         path = dataset("g9", rows)
