@@ -5,7 +5,10 @@
  *   gcc -O3 -fwrapv -fno-strict-aliasing -std=c11 -pthread -Icsrc \
  *       -DTF_VERSION_STR='"bench"' -DTF_COMPILER_STR='"gcc"' -DTF_FLAGS_STR='""' -DTF_NATIVE_BUILD=0 \
  *       benchmarks/read_csv_cpu.c csrc/parse.c csrc/core.c -o /tmp/read_csv_cpu -lm
- *   TENSORFFI_SIMD=avx2 /tmp/read_csv_cpu benchmarks/_work/g9_1000000x8.csv [repeats] [f32|f64|i32|i64] [threads]
+ *   TENSORFFI_SIMD=avx2 /tmp/read_csv_cpu benchmarks/_work/g9_1000000x8.csv [repeats] [f32|f64|i32|i64] [threads] [ws]
+ *
+ * ws: fields separated by runs of white space (TF_DELIM_WHITESPACE: read_csv's
+ * delimiter=None; benchmarks/read_csv.py --whitespace writes g9ws_*.txt), else ','.
  *
  * (-fwrapv and -fno-strict-aliasing: the flags the package is built with.) Prints the
  * minimum, over the repeats, of the process CPU time of tf_parse_count and of
@@ -27,12 +30,13 @@ static double cpu_s(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s file.csv [repeats] [f32|f64|i32|i64] [threads]\n", argv[0]);
+        fprintf(stderr, "usage: %s file.csv [repeats] [f32|f64|i32|i64] [threads] [ws]\n", argv[0]);
         return 2;
     }
     const char *dt = argc > 3 ? argv[3] : "f32";
     int reps = argc > 2 ? atoi(argv[2]) : 5, f64 = strcmp(dt, "f64") == 0 || strcmp(dt, "i64") == 0;
     int threads = argc > 4 ? atoi(argv[4]) : 1;
+    const int delim = argc > 5 && strcmp(argv[5], "ws") == 0 ? TF_DELIM_WHITESPACE : ',';
     FILE *f = fopen(argv[1], "rb");
     if (!f) return perror(argv[1]), 1;
     fseek(f, 0, SEEK_END);
@@ -42,7 +46,7 @@ int main(int argc, char **argv) {
     if (!data || fread(data, 1, (size_t)n, f) != (size_t)n) return fprintf(stderr, "read failed\n"), 1;
     fclose(f);
     int64_t spans[3 * 256], info[4], err[5], colmap[256];
-    if (tf_parse_record(data, n, 0, 0, ',', -1, spans, 256, info, err)) return fprintf(stderr, "%s\n", tf_last_error()), 1;
+    if (tf_parse_record(data, n, 0, 0, delim, -1, spans, 256, info, err)) return fprintf(stderr, "%s\n", tf_last_error()), 1;
     int64_t cols = info[2] < 256 ? info[2] : 256;
     for (int64_t j = 0; j < cols; j++) colmap[j] = j;
     int64_t chunk = 8 << 20, nchunks = (n - 1) / chunk + 1, rows = 0;
@@ -50,7 +54,7 @@ int main(int argc, char **argv) {
     double best_count = INFINITY, best_fill = INFINITY;
     for (int r = 0; r < reps; r++) {
         double t0 = cpu_s();
-        if (tf_parse_count(data, n, 0, ',', -1, chunk, -1, threads, chunks, nchunks, &rows, NULL, NULL))
+        if (tf_parse_count(data, n, 0, delim, -1, chunk, -1, threads, chunks, nchunks, &rows, NULL, NULL))
             return fprintf(stderr, "%s\n", tf_last_error()), 1;
         double t1 = cpu_s();
         void *out = malloc((size_t)(rows * cols) * (f64 ? 8 : 4));
@@ -58,16 +62,16 @@ int main(int argc, char **argv) {
         double t2 = cpu_s();
         int rc;
         if (strcmp(dt, "i64") == 0)
-            rc = tf_parse_fill_i64(data, n, ',', -1, chunks, nchunks, colmap, cols, out, rows, cols, 0, 0, threads,
+            rc = tf_parse_fill_i64(data, n, delim, -1, chunks, nchunks, colmap, cols, out, rows, cols, 0, 0, threads,
                                    err, NULL, NULL);
         else if (strcmp(dt, "i32") == 0)
-            rc = tf_parse_fill_i32(data, n, ',', -1, chunks, nchunks, colmap, cols, out, rows, cols, 0, 0, threads,
+            rc = tf_parse_fill_i32(data, n, delim, -1, chunks, nchunks, colmap, cols, out, rows, cols, 0, 0, threads,
                                    err, NULL, NULL);
         else if (f64)
-            rc = tf_parse_fill_f64(data, n, ',', -1, chunks, nchunks, colmap, cols, out, rows, cols, NAN, threads,
+            rc = tf_parse_fill_f64(data, n, delim, -1, chunks, nchunks, colmap, cols, out, rows, cols, NAN, threads,
                                    err, NULL, NULL);
         else
-            rc = tf_parse_fill_f32(data, n, ',', -1, chunks, nchunks, colmap, cols, out, rows, cols, NAN, threads,
+            rc = tf_parse_fill_f32(data, n, delim, -1, chunks, nchunks, colmap, cols, out, rows, cols, NAN, threads,
                                    err, NULL, NULL);
         double t3 = cpu_s();
         free(out);

@@ -22,7 +22,13 @@
  * are ignored (unless one is the delimiter); a field may be double-quoted ("" is an
  * escaped quote, and quoted fields may span lines); LF, CRLF and CR end lines; blank
  * lines are skipped; `comment` (a byte, or -1 for none) starts a comment that runs to
- * the end of the line, and a line holding only a comment is skipped. Numbers:
+ * the end of the line, and a line holding only a comment is skipped. With `delimiter`
+ * TF_DELIM_WHITESPACE, every run of white space separates fields instead: the blanks
+ * Python's str.isspace knows, as NumPy's loadtxt splits on them (space, tab, \v, \f,
+ * 0x1C-0x1F and the Unicode blanks U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028,
+ * U+2029, U+202F, U+205F, U+3000), blanks at the start and end of a line are ignored,
+ * a line of blanks is a blank line, and there are no empty fields; a quoted field may
+ * hold blanks and must be followed by a blank, a line end, a comment or the end. Numbers:
  * [+-] digits [. digits] [(e|E) [+-] digits], also ".5" and "5.", and inf, infinity and
  * nan in any case. An empty field becomes `missing`. Integers (_i32, _i64): [+-] digits
  * (leading zeros allowed), nothing else: "1.0", "1e3" and "nan" are errors, and so is
@@ -37,6 +43,11 @@
  * fn(handle, done, total) is a tf_progress_fn (spelled out because that typedef comes
  * later in the build order): progress in bytes, called on the calling thread only; a
  * non-zero return stops the parse with TF_EINTERRUPTED. fn may be NULL. */
+
+/* The `delimiter` for fields separated by runs of white space (tensorffi.io's
+ * delimiter=None; NumPy loadtxt's default, pandas' sep=r"\s+"): no byte, and when cast
+ * to one (0xFE), none that valid UTF-8 holds. */
+enum { TF_DELIM_WHITESPACE = -2 };
 
 /* Tokenize the record that follows `start` after skipping `skiplines` physical lines
  * and then any blank or comment lines. spans[i] = {begin, end, flags} of field i (its

@@ -844,10 +844,15 @@ static inline __attribute__((always_inline)) const uint8_t *tf_scan_fast(const u
  * '.' and right-aligns up to 24 digit positions, and a multiply-add chain turns them
  * into three eight-digit groups. Sets *w, *q, *neg and *nl (the field ended its line)
  * and returns the next field's start; NULL sends the field to the general path (any
- * other shape, more than 19 digits, or within 64 bytes of the end of the input). */
+ * other shape, more than 19 digits, or within 64 bytes of the end of the input).
+ * ws (a constant: TF_DELIM_WHITESPACE): the field ends with a run of spaces and tabs
+ * instead of the delimiter, found in the same load (a mask and one tzcnt, no branch on
+ * its length), and the next field starts after it; a run that reaches a line end ends
+ * the line. Another byte after the run (a comment, a lone CR, another blank) is the
+ * next field's start, for the general path to look at. */
 static inline __attribute__((always_inline)) TF_TARGET_AVX2 const uint8_t *
-tf_field_avx2(const uint8_t *p, const uint8_t *end, const uint8_t delim, uint64_t *w_out, int64_t *q_out,
-              int *neg_out, int *nl_out) {
+tf_field_avx2(const uint8_t *p, const uint8_t *end, const uint8_t delim, const int ws, uint64_t *w_out,
+              int64_t *q_out, int *neg_out, int *nl_out) {
     const __m256i v = _mm256_loadu_si256((const __m256i *)p);
     const __m256i t = _mm256_sub_epi8(v, _mm256_set1_epi8('0')); /* digit values, where digits */
     const __m256i isdig = _mm256_cmpeq_epi8(_mm256_min_epu8(t, _mm256_set1_epi8(9)), t);
@@ -865,7 +870,48 @@ tf_field_avx2(const uint8_t *p, const uint8_t *end, const uint8_t delim, uint64_
         return NULL;
     const uint8_t *next, *x = p + len;
     int64_t e = 0;
-    if (__builtin_expect(*x == delim, 1)) {
+    if (ws) {
+        if (__builtin_expect(((x[0] == ' ') | (x[0] == '\t')) & (x[1] > ' '), 1)) {
+            /* one blank, then the next field (or a byte the next call looks at): its
+             * address depends on len alone, as after a delimiter (x + 1 is inside the
+             * load: len < 32) */
+            next = x + 1;
+            *nl_out = 0;
+        } else {
+            const uint64_t bm = (uint32_t)_mm256_movemask_epi8(_mm256_or_si256(
+                _mm256_cmpeq_epi8(v, _mm256_set1_epi8(' ')), _mm256_cmpeq_epi8(v, _mm256_set1_epi8('\t'))));
+            const uint8_t *y;
+            if ((bm >> len) & 1) {
+                y = x + _tzcnt_u64(~(bm >> len)); /* the run's end, at most the end of the load */
+            } else {
+                if ((*x | 0x20) == 'e') {
+                    x = tf_scan_exponent(x + 1, end, &e);
+                    if (!x) return NULL;
+                }
+                if (x >= end) return NULL;
+                y = x + 1;
+                if (*x == '\n' || (*x == '\r' && y < end && *y == '\n')) {
+                    y = NULL; /* the number ends its line */
+                } else if (*x != ' ' && *x != '\t') {
+                    return NULL;
+                }
+            }
+            if (y) {
+                while (y < end && (*y == ' ' || *y == '\t')) y++; /* a run longer than the load */
+                x = y;
+            }
+            if (x < end && *x == '\n') {
+                next = x + 1;
+                *nl_out = 1;
+            } else if (x < end && *x == '\r' && x + 1 < end && x[1] == '\n') {
+                next = x + 2;
+                *nl_out = 1;
+            } else {
+                next = x;
+                *nl_out = 0;
+            }
+        }
+    } else if (__builtin_expect(*x == delim, 1)) {
         next = x + 1;
         *nl_out = 0;
     } else {
@@ -1093,7 +1139,8 @@ static inline __attribute__((always_inline)) void tf_store(void *out, int64_t i,
 typedef struct {
     const uint8_t *data; /* the whole input */
     const uint8_t *end;  /* data + n */
-    int delim;
+    int delim;    /* the delimiter byte, or TF_DELIM_WHITESPACE */
+    int ws;       /* delim is TF_DELIM_WHITESPACE: runs of white space separate fields */
     int comment;  /* -1: none */
     uint8_t cm;   /* comment byte, or '\n' when there is none (searching for it is free) */
     int simd;
@@ -1128,7 +1175,8 @@ static int tf_xopts_init(const char *fname, tf_xopts *x, const uint8_t *opts, in
         (dec | 0x20) == 'e' || dec == delimiter || dec == comment)
         return tf_error(TF_EINVAL, "%s: invalid decimal byte %d", fname, dec);
     if (th != 0 && (th < 32 || th > 126 || tf_is_digit((uint8_t)th) || th == '"' || th == '+' || th == '-' ||
-                    (th | 0x20) == 'e' || th == dec || th == delimiter || th == comment))
+                    (th | 0x20) == 'e' || th == dec || th == delimiter || th == comment ||
+                    (th == ' ' && delimiter == TF_DELIM_WHITESPACE)))
         return tf_error(TF_EINVAL, "%s: invalid thousands byte %d", fname, th);
     for (int64_t i = 3; i < nopts; i += 1 + opts[i])
         if (i + 1 + opts[i] > nopts) return tf_error(TF_EINVAL, "%s: the NA words run past the options", fname);
@@ -1209,13 +1257,80 @@ __attribute__((noinline, cold)) static int tf_value_x(const tf_syntax *sx, const
     return tf_value_hot_any(buf, buf + m, dt, v) == buf + m ? 1 : -1;
 }
 
+/* The ASCII white space that separates fields under TF_DELIM_WHITESPACE: what
+ * Python's str.isspace knows in ASCII (as NumPy's loadtxt splits), less the line ends. */
+static inline int tf_ws_ascii(uint8_t c) {
+    return c == ' ' || c == '\t' || c == '\v' || c == '\f' || (c >= 0x1C && c <= 0x1F);
+}
+
+/* A blank around a field: a space or tab that is not the delimiter; under
+ * TF_DELIM_WHITESPACE, any ASCII white space but a line end (tf_ws_at adds Unicode's). */
 static inline int tf_blank(const tf_syntax *sx, uint8_t c) {
+    if (sx->ws) return tf_ws_ascii(c);
     return (c == ' ' || c == '\t') && c != sx->delim;
+}
+
+/* Under TF_DELIM_WHITESPACE: the byte length of the white space at p (ASCII or
+ * Unicode, not a line end), or 0. */
+static inline int tf_ws_at(const tf_syntax *sx, const uint8_t *p) {
+    if (p >= sx->end) return 0;
+    if (tf_ws_ascii(*p)) return 1;
+    return *p >= 0x80 ? tf_uspace_at(p, sx->end) : 0;
+}
+
+/* Under TF_DELIM_WHITESPACE: the byte length of the white space that ends at t (not
+ * before s), or 0. */
+static inline int tf_ws_before(const uint8_t *s, const uint8_t *t) {
+    if (t <= s) return 0;
+    if (tf_ws_ascii(t[-1])) return 1;
+    return t[-1] >= 0x80 ? tf_uspace_before(s, t) : 0;
+}
+
+/* Past the Unicode blanks (and the ASCII ones between them) at p. Cold: blanks beyond
+ * ASCII are rare. */
+__attribute__((noinline, cold)) static const uint8_t *tf_skip_ws_unicode(const tf_syntax *sx, const uint8_t *p) {
+    int k;
+    while ((k = tf_ws_at(sx, p)) > 0) p += k;
+    return p;
 }
 
 static inline const uint8_t *tf_skip_blanks(const tf_syntax *sx, const uint8_t *p) {
     while (p < sx->end && tf_blank(sx, *p)) p++;
+    if (sx->ws && p < sx->end && *p >= 0x80) return tf_skip_ws_unicode(sx, p);
     return p;
+}
+
+/* Past the spaces and tabs at p, eight bytes at a time (the runs of space-aligned
+ * columns vary in length from field to field: a byte loop mispredicts its exit on
+ * nearly every one). */
+static inline __attribute__((always_inline)) const uint8_t *tf_skip_sp_tab(const uint8_t *p, const uint8_t *e) {
+#if TF_SWAR
+    const uint64_t low7 = 0x7F7F7F7F7F7F7F7Full;
+    while (e - p >= 8) {
+        const uint64_t v = tf_load8(p), x = v ^ 0x2020202020202020ull, y = v ^ 0x0909090909090909ull;
+        /* exact: the high bit of each byte that is a space, or a tab */
+        const uint64_t sp = ~(((x & low7) + low7) | x | low7), tab = ~(((y & low7) + low7) | y | low7);
+        const uint64_t other = ~(sp | tab) & 0x8080808080808080ull;
+        if (other) return p + (__builtin_ctzll(other) >> 3);
+        p += 8;
+    }
+#endif
+    while (p < e && (*p == ' ' || *p == '\t')) p++;
+    return p;
+}
+
+/* Under TF_DELIM_WHITESPACE: is there a byte other than white space on the line that
+ * ends at t (at its terminator), after the line start `start` (at or before that
+ * line's start)? Pass 1's vector counters ask it for lines that end in a blank. */
+static int tf_ws_line_has_content(const uint8_t *start, const uint8_t *t) {
+    while (t > start) {
+        const uint8_t c = t[-1];
+        if (c == '\n' || c == '\r') return 0;
+        const int k = tf_ws_before(start, t);
+        if (!k) return 1;
+        t -= k;
+    }
+    return 0;
 }
 
 static inline uint64_t tf_has_byte(uint64_t v, uint8_t b) {
@@ -1328,10 +1443,15 @@ __attribute__((target("avx2"))) static inline uint64_t tf_eq64(__m256i lo, __m25
 /* Count whole lines in [p, to) 64 bytes at a time, as long as the bytes are simple: no
  * quote, no comment byte, and no blank right before a line end (so a line is a record
  * exactly when the byte before its terminator is neither a terminator nor blank).
- * Returns the start of the first line not counted (the scalar loop goes on from
- * there); *rows gets the records counted. p must be a line start. */
+ * Under TF_DELIM_WHITESPACE, where trailing blanks are common, a line that ends in a
+ * blank is looked at from its end instead (tf_ws_line_has_content), and "blank" is
+ * wider (every control byte but the line ends, and every byte >= 0x80, which may end a
+ * Unicode blank): the look back decides exactly. Returns the start of the first line
+ * not counted (the scalar loop goes on from there); *rows gets the records counted. p
+ * must be a line start. */
 __attribute__((target("avx2"))) static const uint8_t *tf_count_simple_avx2(const tf_syntax *sx, const uint8_t *p,
                                                                            const uint8_t *to, int64_t *rows) {
+    const uint8_t *const start = p;
     const uint8_t *line = p;
     int64_t r = 0;
     uint64_t prev_content = 0, prev_blank = 0, prev_cr = 0; /* carried from the block before */
@@ -1343,10 +1463,24 @@ __attribute__((target("avx2"))) static const uint8_t *tf_count_simple_avx2(const
         uint64_t blank = (blank_space ? tf_eq64(lo, hi, ' ') : 0) | (blank_tab ? tf_eq64(lo, hi, '\t') : 0);
         if (sx->cm == '\n') special &= ~nl; /* no comment byte: cm is a stand-in */
         if (special) break;
+        if (sx->ws) {
+            const __m256i c1f = _mm256_set1_epi8(0x1F);
+            uint64_t ctl = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_min_epu8(lo, c1f), lo)) |
+                           ((uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_min_epu8(hi, c1f), hi))
+                            << 32);
+            uint64_t high = (uint32_t)_mm256_movemask_epi8(lo) | ((uint64_t)(uint32_t)_mm256_movemask_epi8(hi) << 32);
+            blank |= (ctl & ~(nl | cr)) | high;
+        }
         uint64_t content = ~(nl | cr | blank);
         uint64_t ends = cr | (nl & ~((cr << 1) | prev_cr)); /* first byte of each terminator */
-        if (ends & ((blank << 1) | prev_blank)) break;
-        r += __builtin_popcountll(ends & ((content << 1) | prev_content));
+        uint64_t unsure = ends & ((blank << 1) | prev_blank);
+        if (unsure) {
+            if (!sx->ws) break;
+            for (uint64_t u = unsure; u; u &= u - 1) r += tf_ws_line_has_content(start, p + __builtin_ctzll(u));
+            r += __builtin_popcountll(ends & ~unsure & ((content << 1) | prev_content));
+        } else {
+            r += __builtin_popcountll(ends & ((content << 1) | prev_content));
+        }
         if (ends) {
             int last = 63 - __builtin_clzll(ends);
             const uint8_t *t = p + last;
@@ -1368,6 +1502,7 @@ __attribute__((target("avx2"))) static const uint8_t *tf_count_simple_avx2(const
 /* tf_count_simple_avx2 with one 64-byte register and mask compares. */
 TF_TARGET_AVX512 static const uint8_t *tf_count_simple_avx512(const tf_syntax *sx, const uint8_t *p, const uint8_t *to,
                                                               int64_t *rows) {
+    const uint8_t *const start = p;
     const uint8_t *line = p;
     int64_t r = 0;
     uint64_t prev_content = 0, prev_blank = 0, prev_cr = 0; /* carried from the block before */
@@ -1381,10 +1516,18 @@ TF_TARGET_AVX512 static const uint8_t *tf_count_simple_avx512(const tf_syntax *s
         uint64_t blank = (blank_space & _mm512_cmpeq_epi8_mask(v, vsp)) | (blank_tab & _mm512_cmpeq_epi8_mask(v, vtab));
         if (sx->cm == '\n') special &= ~nl; /* no comment byte: cm is a stand-in */
         if (special) break;
+        if (sx->ws) /* as in tf_count_simple_avx2 */
+            blank |= (_mm512_cmplt_epu8_mask(v, _mm512_set1_epi8(0x20)) & ~(nl | cr)) | _mm512_movepi8_mask(v);
         uint64_t content = ~(nl | cr | blank);
         uint64_t ends = cr | (nl & ~((cr << 1) | prev_cr)); /* first byte of each terminator */
-        if (ends & ((blank << 1) | prev_blank)) break;
-        r += __builtin_popcountll(ends & ((content << 1) | prev_content));
+        uint64_t unsure = ends & ((blank << 1) | prev_blank);
+        if (unsure) {
+            if (!sx->ws) break;
+            for (uint64_t u = unsure; u; u &= u - 1) r += tf_ws_line_has_content(start, p + __builtin_ctzll(u));
+            r += __builtin_popcountll(ends & ~unsure & ((content << 1) | prev_content));
+        } else {
+            r += __builtin_popcountll(ends & ((content << 1) | prev_content));
+        }
         if (ends) {
             int last = 63 - __builtin_clzll(ends);
             const uint8_t *t = p + last;
@@ -1631,9 +1774,47 @@ static int tf_fail_token(tf_perr *err, const tf_syntax *sx, const uint8_t *tb, c
     return tf_fail(err, TF_PE_NUMBER, sx, tb, tb, te, field, 0);
 }
 
+/* Under TF_DELIM_WHITESPACE, the end of an unquoted token at p: the next white space,
+ * line end, comment or end (a byte loop: tokens are short, and this is the path of
+ * headers, skipped columns and errors). */
+static const uint8_t *tf_token_end_ws(const tf_syntax *sx, const uint8_t *p) {
+    const uint8_t *const e = sx->end;
+    for (; p < e; p++) {
+        const uint8_t c = *p;
+        if (c == sx->cm || c == '\n' || c == '\r' || tf_ws_ascii(c)) return p;
+        if (c >= 0x80 && tf_uspace_at(p, e)) return p;
+    }
+    return p;
+}
+
 /* End of an unquoted token at p: the next delimiter, line end, comment or end. */
 static inline const uint8_t *tf_token_end(const tf_syntax *sx, const uint8_t *p) {
+    if (sx->ws) return tf_token_end_ws(sx, p);
     return tf_find4(sx, p, sx->end, (uint8_t)sx->delim, '\n', '\r', sx->cm);
+}
+
+/* After a field that tf_field (or the field loop) ended at p: 1 if the record goes on,
+ * with *pp at the next field's start (past the delimiter; under TF_DELIM_WHITESPACE,
+ * past the white space); else 0, with *pp at the line end, comment or end. */
+static inline int tf_next_field(const tf_syntax *sx, const uint8_t **pp) {
+    const uint8_t *p = *pp;
+    if (sx->ws) {
+        p = tf_skip_blanks(sx, p);
+        *pp = p;
+        return p < sx->end && *p != '\n' && *p != '\r' && *p != sx->comment;
+    }
+    if (p < sx->end && *p == sx->delim) {
+        *pp = p + 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* Can a field end at p: the delimiter (under TF_DELIM_WHITESPACE, white space), a
+ * line end, the comment byte or the end? */
+static inline int tf_field_ends_at(const tf_syntax *sx, const uint8_t *p) {
+    if (p >= sx->end || *p == '\n' || *p == '\r' || *p == sx->comment) return 1;
+    return sx->ws ? tf_ws_at(sx, p) > 0 : *p == sx->delim;
 }
 
 /* Write the error to errinfo and the thread-local message; returns TF_EPARSE (or
@@ -1748,7 +1929,9 @@ enum { TF_F_QUOTED = 1, TF_F_ESCAPE = 2, TF_F_NUMBER = 4, TF_F_EMPTY = 8 };
 
 /* Tokenize the field at p (blanks skipped already). On success sets [*cb, *ce) to its
  * content, *flags, and returns the byte after the field's trailing blanks (a delimiter,
- * line end, comment or the end); on failure fills err and returns NULL. */
+ * line end, comment or the end; under TF_DELIM_WHITESPACE, the byte after the field:
+ * white space, a line end, comment or the end); on failure fills err and returns NULL.
+ * tf_next_field goes on from there. */
 static const uint8_t *tf_field(const tf_syntax *sx, const uint8_t *p, const uint8_t **cb, const uint8_t **ce,
                                int *flags, tf_perr *err) {
     const uint8_t *fs = p;
@@ -1768,8 +1951,8 @@ static const uint8_t *tf_field(const tf_syntax *sx, const uint8_t *p, const uint
             tf_fail(err, *bad ? TF_PE_UTF8 : TF_PE_NUL, sx, bad, fs, close, 0, 0);
             return NULL;
         }
-        p = tf_skip_blanks(sx, close);
-        if (p < sx->end && *p != sx->delim && *p != '\n' && *p != '\r' && *p != sx->comment) {
+        p = sx->ws ? close : tf_skip_blanks(sx, close);
+        if (!tf_field_ends_at(sx, p)) {
             tf_fail(err, TF_PE_AFTER_QUOTE, sx, p, fs, tf_token_end(sx, p), 0, 0);
             return NULL;
         }
@@ -1866,6 +2049,7 @@ static void tf_syntax_init(tf_syntax *sx, const uint8_t *data, int64_t n, int de
     sx->data = data;
     sx->end = data + n;
     sx->delim = delimiter;
+    sx->ws = delimiter == TF_DELIM_WHITESPACE;
     sx->comment = comment;
     sx->cm = comment >= 0 ? (uint8_t)comment : (uint8_t)'\n';
     sx->simd = tf_parse_simd();
@@ -1877,10 +2061,12 @@ static void tf_syntax_init(tf_syntax *sx, const uint8_t *data, int64_t n, int de
 
 static int tf_check_syntax(const char *fname, const uint8_t *data, int64_t n, int delimiter, int comment) {
     if (n < 0 || (!data && n > 0)) return tf_error(TF_EINVAL, "%s: no data (n=%lld)", fname, (long long)n);
-    if (delimiter < 1 || delimiter > 127 || delimiter == '"' || delimiter == '\n' || delimiter == '\r')
+    const int ws = delimiter == TF_DELIM_WHITESPACE;
+    if (!ws && (delimiter < 1 || delimiter > 127 || delimiter == '"' || delimiter == '\n' || delimiter == '\r'))
         return tf_error(TF_EINVAL, "%s: invalid delimiter byte %d", fname, delimiter);
     if (comment != -1 && (comment < 1 || comment > 127 || comment == '"' || comment == '\n' || comment == '\r' ||
-                          comment == ' ' || comment == '\t' || comment == delimiter))
+                          comment == ' ' || comment == '\t' || comment == delimiter ||
+                          (ws && tf_ws_ascii((uint8_t)comment))))
         return tf_error(TF_EINVAL, "%s: invalid comment byte %d", fname, comment);
     return TF_OK;
 }
@@ -1927,10 +2113,7 @@ static int tf_first_record(const tf_syntax *sx, int64_t start, int64_t skiplines
         if (!(flags & (TF_F_NUMBER | TF_F_EMPTY))) numeric = 0, text = 1;
         if (flags & TF_F_NUMBER) number = 1;
         nf++;
-        if (p < sx->end && *p == sx->delim) {
-            p++;
-            continue;
-        }
+        if (tf_next_field(sx, &p)) continue;
         break;
     }
     if (p < sx->end) {
@@ -2295,8 +2478,7 @@ static int64_t tf_count_fields(const tf_syntax *sx, const uint8_t *p, int64_t nf
         int flags;
         p = tf_field(sx, tf_skip_blanks(sx, p), &cb, &ce, &flags, &ignore);
         nf++;
-        if (!p || p >= sx->end || *p != sx->delim) return nf;
-        p++;
+        if (!p || !tf_next_field(sx, &p)) return nf;
     }
 }
 
@@ -2325,8 +2507,15 @@ __attribute__((noinline, cold)) static int tf_fail_missing(const tf_syntax *sx, 
 /* The error for a record (starting at rec) with `found` fields instead of `want`. */
 __attribute__((noinline, cold)) static int tf_fail_fields(const tf_syntax *sx, const uint8_t *rec, int64_t found,
                                                           int64_t want, tf_perr *err) {
-    const uint8_t *re = tf_token_end(sx, rec);
-    while (re < sx->end && *re == sx->delim) re = tf_token_end(sx, re + 1);
+    const uint8_t *re;
+    if (sx->ws) { /* the line, to its end or comment, less its trailing blanks */
+        re = tf_find4(sx, rec, sx->end, '\n', '\r', sx->cm, '\n');
+        int k;
+        while ((k = tf_ws_before(rec, re)) > 0) re -= k;
+    } else {
+        re = tf_token_end(sx, rec);
+        while (re < sx->end && *re == sx->delim) re = tf_token_end(sx, re + 1);
+    }
     return tf_fail(err, TF_PE_FIELDS, sx, rec, rec, re, found, want);
 }
 
@@ -2414,8 +2603,8 @@ __attribute__((noinline)) static const uint8_t *tf_fill_field_slow(const tf_fill
         }
     }
     tf_store(fc->out, index, dt, v);
-    p = tf_skip_blanks(sx, close);
-    if (p < sx->end && *p != sx->delim && *p != '\n' && *p != '\r' && *p != sx->comment) {
+    p = sx->ws ? close : tf_skip_blanks(sx, close);
+    if (!tf_field_ends_at(sx, p)) {
         tf_fail(err, TF_PE_AFTER_QUOTE, sx, p, fs, tf_token_end(sx, p), 0, 0);
         return NULL;
     }
@@ -2522,21 +2711,30 @@ static int tf_fill(const char *fname, int dt, const uint8_t *data, int64_t n, in
     tf_runner r;
     tf_runner_init(&r, nchunks, total, fn, handle);
     /* Pass 2 runs the AVX2 field reader at AVX2 and above (see tf_parse_simd). */
-#define TF_WORKS(sfx)                                                                                            \
-    {{tf_fill_work_f32_##sfx, tf_fill_work_f64_##sfx, tf_fill_work_f16_##sfx, tf_fill_work_bf16_##sfx,              \
-      tf_fill_work_i32_##sfx, tf_fill_work_i64_##sfx},                                                               \
-     {tf_fill_work_x_f32_##sfx, tf_fill_work_x_f64_##sfx, tf_fill_work_x_f16_##sfx, tf_fill_work_x_bf16_##sfx,      \
-      tf_fill_work_x_i32_##sfx, tf_fill_work_x_i64_##sfx}}
+#define TF_WORKS(ws, sfx)                                                                                        \
+    {{tf_fill_work_##ws##f32_##sfx, tf_fill_work_##ws##f64_##sfx, tf_fill_work_##ws##f16_##sfx,                   \
+      tf_fill_work_##ws##bf16_##sfx, tf_fill_work_##ws##i32_##sfx, tf_fill_work_##ws##i64_##sfx},                 \
+     {tf_fill_work_x_##ws##f32_##sfx, tf_fill_work_x_##ws##f64_##sfx, tf_fill_work_x_##ws##f16_##sfx,             \
+      tf_fill_work_x_##ws##bf16_##sfx, tf_fill_work_x_##ws##i32_##sfx, tf_fill_work_x_##ws##i64_##sfx}}
     static void (*const works[2][2][6])(tf_runner *, int64_t, int) = {
-        TF_WORKS(base),
+        TF_WORKS(, base),
 #if TF_X86
-        TF_WORKS(avx2),
+        TF_WORKS(, avx2),
 #else
-        TF_WORKS(base),
+        TF_WORKS(, base),
+#endif
+    };
+    /* The same, fields separated by runs of white space (TF_DELIM_WHITESPACE). */
+    static void (*const works_ws[2][2][6])(tf_runner *, int64_t, int) = {
+        TF_WORKS(ws_, base),
+#if TF_X86
+        TF_WORKS(ws_, avx2),
+#else
+        TF_WORKS(ws_, base),
 #endif
     };
 #undef TF_WORKS
-    r.work = works[fc.sx.simd >= TF_SIMD_AVX2][opts && x.general][dt];
+    r.work = (fc.sx.ws ? works_ws : works)[fc.sx.simd >= TF_SIMD_AVX2][opts && x.general][dt];
     r.ctx = &fc;
     tf_runner_run(&r, nthreads);
     int64_t bad = __atomic_load_n(&r.stop_after, __ATOMIC_RELAXED);

@@ -20,12 +20,15 @@
 /* The vector reader's field as type dt (a constant): *v, *nl and the next field's
  * start, or NULL (the general path reads the field). */
 static inline __attribute__((always_inline)) TF_FILL_TARGET const uint8_t *
-TF_FN(tf_fill_vector)(const uint8_t *p, const uint8_t *E, const uint8_t delim, const int dt, tf_val *v, int *nl) {
-    if (TF_IS_INT(dt)) return TF_FILL_IFIELD(p, E, delim, dt, v, nl);
+TF_FN(tf_fill_vector)(const uint8_t *p, const uint8_t *E, const uint8_t delim, const int ws, const int dt, tf_val *v,
+                      int *nl) {
+    /* (integers under white space: the general path; the integer reader ends a field
+     * at the delimiter only) */
+    if (TF_IS_INT(dt)) return ws ? NULL : TF_FILL_IFIELD(p, E, delim, dt, v, nl);
     uint64_t w;
     int64_t q;
     int neg;
-    const uint8_t *next = TF_FILL_FIELD(p, E, delim, &w, &q, &neg, nl);
+    const uint8_t *next = TF_FILL_FIELD(p, E, delim, ws, &w, &q, &neg, nl);
     if (__builtin_expect(next == NULL, 0)) return NULL;
     if (__builtin_expect(!tf_convert_simple(w, q, neg, dt, v), 0)) *v = tf_value_cold(p, E, dt);
     return next;
@@ -33,10 +36,14 @@ TF_FN(tf_fill_vector)(const uint8_t *p, const uint8_t *E, const uint8_t delim, c
 #endif
 
 /* Parse the rows of one chunk. Returns 0, or -1 with *err filled. xo (a constant): the
- * reader options' general reader takes every field (tf_xopts); 0 is the plain loop. */
+ * reader options' general reader takes every field (tf_xopts); 0 is the plain loop.
+ * ws (a constant): fields are separated by runs of white space (TF_DELIM_WHITESPACE):
+ * then a field ends at white space, a line end or a comment; the white space after it
+ * is skipped where the next field (or the end of the record) is looked for, at the top
+ * of the field loop; there are no empty fields. */
 static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_chunk)(tf_runner *r, const tf_fill_ctx *fc, int64_t u,
                                                               int is_caller, const int dt, const int xo,
-                                                              tf_perr *err) {
+                                                              const int ws, tf_perr *err) {
     const tf_syntax *sx = &fc->sx;
     const uint8_t *const E = sx->end;
     const int64_t *ch = fc->chunks + 4 * u;
@@ -77,8 +84,14 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
                 last_report = p;
             }
         }
-        /* blank and comment lines before the record (usually none) */
-        if (__builtin_expect(p >= E || TF_BLANK(*p) || *p == '\n' || *p == '\r' || *p == comment, 0)) {
+        /* blank and comment lines before the record (usually none); under ws, the
+         * blanks that begin a line (space-aligned columns) are skipped here first */
+        if (ws) {
+            const uint8_t *q = p < E && (*p == ' ' || *p == '\t') ? tf_skip_sp_tab(p, E) : p;
+            if (__builtin_expect(q < E && *q > ' ' && *q < 0x80 && *q != comment, 1)) p = q;
+        }
+        if (__builtin_expect(p >= E || (ws ? *p <= ' ' || *p >= 0x80 : TF_BLANK(*p)) || *p == '\n' || *p == '\r' ||
+                             *p == comment, 0)) {
             const uint8_t *q;
             int k;
             while ((k = tf_noise_line(sx, p, &q, err)) == 1) p = q;
@@ -101,7 +114,7 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
             int nl = 0;
             while (j < ncols_in && (TF_IS_INT(dt) || p < safe_end)) {
                 tf_val v;
-                const uint8_t *next = TF_FN(tf_fill_vector)(p, E, (uint8_t)delim, dt, &v, &nl);
+                const uint8_t *next = TF_FN(tf_fill_vector)(p, E, (uint8_t)delim, ws, dt, &v, &nl);
                 if (__builtin_expect(next == NULL, 0)) break;
                 tf_store(out, base + j, dt, v);
                 p = next;
@@ -115,11 +128,31 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
         }
 #endif
         for (;;) { /* one field */
+            if (ws) { /* white space, then a field or the end of the record */
+                if (__builtin_expect(!(p < E && *p > ' ' && *p < 0x80 && *p != comment), 0)) {
+                    p = tf_skip_blanks(sx, p);
+                    if (p == E) break;
+                    const uint8_t c = *p;
+                    if (c == '\n') {
+                        p++;
+                        break;
+                    }
+                    if (c == '\r') {
+                        p = tf_after_eol(sx, p);
+                        break;
+                    }
+                    if (c == comment) {
+                        p = tf_trailing_comment(sx, p, err);
+                        if (!p) return -1;
+                        break;
+                    }
+                }
+            }
 #ifdef TF_FILL_FIELD
             if (!xo && __builtin_expect(E - p >= 64 && j < ncols_in, 1) && (identity || colmap[j] >= 0)) {
                 tf_val v;
                 int nl;
-                const uint8_t *next = TF_FN(tf_fill_vector)(p, E, (uint8_t)delim, dt, &v, &nl);
+                const uint8_t *next = TF_FN(tf_fill_vector)(p, E, (uint8_t)delim, ws, dt, &v, &nl);
                 if (__builtin_expect(next != NULL, 1)) {
                     tf_store(out, base + (identity ? j : colmap[j]), dt, v);
                     p = next;
@@ -129,14 +162,16 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
                 }
             }
 #endif
-            while (p < E && TF_BLANK(*p)) p++;
+            if (!ws)
+                while (p < E && TF_BLANK(*p)) p++;
             if (__builtin_expect(j >= ncols_in, 0))
                 return tf_fail_fields(sx, rec, tf_count_fields(sx, p, j), ncols_in, err);
             const int64_t col = colmap[j];
             if (xfast && col >= 0 && (p >= E || *p != '"')) {
                 tf_val v;
                 const uint8_t *e = tf_value_xfast(p, E, xdec, xth, dt, &v);
-                if (e && (e == E || *e == delim || *e == '\n' || *e == '\r' || *e == comment)) {
+                if (e && (ws ? tf_field_ends_at(sx, e)
+                             : e == E || *e == delim || *e == '\n' || *e == '\r' || *e == comment)) {
                     tf_store(out, base + col, dt, v);
                     p = e;
                     j++;
@@ -151,16 +186,24 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
                 const uint8_t *e = tf_value_hot(p, E, dt, &v);
                 if (__builtin_expect(e != NULL, 1)) {
                     p = e;
-                    if (__builtin_expect(p < E && *p == delim, 1)) { /* the common case */
+                    if (ws) {
+                        if (__builtin_expect(p < E && (*p == ' ' || *p == '\t'), 1)) { /* the common case */
+                            tf_store(out, base + col, dt, v);
+                            p = p + 1 < E && (p[1] == ' ' || p[1] == '\t') ? tf_skip_sp_tab(p + 1, E) : p + 1;
+                            j++;
+                            continue;
+                        }
+                    } else if (__builtin_expect(p < E && *p == delim, 1)) { /* the common case */
                         tf_store(out, base + col, dt, v);
                         p++;
                         j++;
                         continue;
+                    } else {
+                        while (p < E && TF_BLANK(*p)) p++;
                     }
-                    while (p < E && TF_BLANK(*p)) p++;
-                } else if (p == E || *p == delim || *p == '\n' || *p == '\r' || *p == comment) {
+                } else if (!ws && (p == E || *p == delim || *p == '\n' || *p == '\r' || *p == comment)) {
                     if (TF_IS_INT(dt) && !fc->fill) return tf_fail_missing(sx, rec, p, p, j, dt, err);
-                    v = missing;
+                    v = missing; /* an empty field (under ws there are none: p is at a token) */
                 } else { /* not a number: an NA word, Unicode blanks, or an error */
                     p = tf_rescue(fc, rec, p, j, dt, &v, err);
                     if (!p) return -1;
@@ -171,7 +214,9 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
         after_field:
             if (__builtin_expect(p == E, 0)) break;
             const uint8_t c = *p;
-            if (__builtin_expect(c == delim, 1)) {
+            if (ws) {
+                if (__builtin_expect(c == ' ' || c == '\t', 1)) continue; /* the top of the loop skips it */
+            } else if (__builtin_expect(c == delim, 1)) {
                 p++;
                 continue;
             }
@@ -188,10 +233,15 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
                 if (!p) return -1;
                 break;
             }
+            if (ws && tf_ws_at(sx, p)) continue; /* \v, \f, 0x1C-0x1F or a Unicode blank */
             /* text after a number: back to the start of the field for the message */
             const uint8_t *fs = p;
-            while (fs > rec && fs[-1] != delim) fs--;
-            while (fs < p && TF_BLANK(*fs)) fs++;
+            if (ws) {
+                while (fs > rec && !tf_ws_before(rec, fs)) fs--;
+            } else {
+                while (fs > rec && fs[-1] != delim) fs--;
+                while (fs < p && TF_BLANK(*fs)) fs++;
+            }
             if (col >= 0) { /* "1.#IND", a number before a Unicode blank...: read again */
                 tf_val v;
                 p = tf_rescue(fc, rec, fs, j - 1, dt, &v, err);
@@ -220,12 +270,12 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
 }
 
 /* A unit of pass 2, run under the guard against inputs that shrink (parse.c). */
-#define TF_FILL_WORK(name, dt, xo)                                                                        \
+#define TF_FILL_WORK(name, dt, xo, ws)                                                                    \
     static TF_FILL_TARGET void TF_FN(name##_unit)(void *arg) {                                            \
         tf_fill_job *job = (tf_fill_job *)arg;                                                            \
         tf_runner *r = job->r;                                                                            \
         tf_fill_ctx *fc = (tf_fill_ctx *)r->ctx;                                                          \
-        job->bad = TF_FN(tf_fill_chunk)(r, fc, job->u, job->is_caller, dt, xo, &fc->errs[job->u]) != 0;  \
+        job->bad = TF_FN(tf_fill_chunk)(r, fc, job->u, job->is_caller, dt, xo, ws, &fc->errs[job->u]) != 0; \
     }                                                                                                     \
     static TF_FILL_TARGET void TF_FN(name)(tf_runner * r, int64_t u, int is_caller) {                           \
         tf_fill_ctx *fc = (tf_fill_ctx *)r->ctx;                                                          \
@@ -237,38 +287,73 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
         int64_t bytes = (ch[1] >= 0 ? ch[1] : ch[0]) - ch[0];                                             \
         __atomic_fetch_add(&r->done_bytes, bytes > 0 ? bytes : 0, __ATOMIC_RELAXED);                      \
     }
-TF_FILL_WORK(tf_fill_work_f32, TF_DT_F32, 0)
-TF_FILL_WORK(tf_fill_work_f64, TF_DT_F64, 0)
-TF_FILL_WORK(tf_fill_work_f16, TF_DT_F16, 0)
-TF_FILL_WORK(tf_fill_work_bf16, TF_DT_BF16, 0)
-TF_FILL_WORK(tf_fill_work_x_f32, TF_DT_F32, 1)
-TF_FILL_WORK(tf_fill_work_x_f64, TF_DT_F64, 1)
-TF_FILL_WORK(tf_fill_work_x_f16, TF_DT_F16, 1)
-TF_FILL_WORK(tf_fill_work_x_bf16, TF_DT_BF16, 1)
-TF_FILL_WORK(tf_fill_work_i32, TF_DT_I32, 0)
-TF_FILL_WORK(tf_fill_work_i64, TF_DT_I64, 0)
-TF_FILL_WORK(tf_fill_work_x_i32, TF_DT_I32, 1)
-TF_FILL_WORK(tf_fill_work_x_i64, TF_DT_I64, 1)
+/* _ws_: runs of white space separate fields (TF_DELIM_WHITESPACE) */
+TF_FILL_WORK(tf_fill_work_f32, TF_DT_F32, 0, 0)
+TF_FILL_WORK(tf_fill_work_f64, TF_DT_F64, 0, 0)
+TF_FILL_WORK(tf_fill_work_f16, TF_DT_F16, 0, 0)
+TF_FILL_WORK(tf_fill_work_bf16, TF_DT_BF16, 0, 0)
+TF_FILL_WORK(tf_fill_work_i32, TF_DT_I32, 0, 0)
+TF_FILL_WORK(tf_fill_work_i64, TF_DT_I64, 0, 0)
+TF_FILL_WORK(tf_fill_work_ws_f32, TF_DT_F32, 0, 1)
+TF_FILL_WORK(tf_fill_work_ws_f64, TF_DT_F64, 0, 1)
+TF_FILL_WORK(tf_fill_work_ws_f16, TF_DT_F16, 0, 1)
+TF_FILL_WORK(tf_fill_work_ws_bf16, TF_DT_BF16, 0, 1)
+TF_FILL_WORK(tf_fill_work_ws_i32, TF_DT_I32, 0, 1)
+TF_FILL_WORK(tf_fill_work_ws_i64, TF_DT_I64, 0, 1)
+TF_FILL_WORK(tf_fill_work_x_f32, TF_DT_F32, 1, 0)
+TF_FILL_WORK(tf_fill_work_x_f64, TF_DT_F64, 1, 0)
+TF_FILL_WORK(tf_fill_work_x_f16, TF_DT_F16, 1, 0)
+TF_FILL_WORK(tf_fill_work_x_bf16, TF_DT_BF16, 1, 0)
+TF_FILL_WORK(tf_fill_work_x_i32, TF_DT_I32, 1, 0)
+TF_FILL_WORK(tf_fill_work_x_i64, TF_DT_I64, 1, 0)
+TF_FILL_WORK(tf_fill_work_x_ws_f32, TF_DT_F32, 1, 1)
+TF_FILL_WORK(tf_fill_work_x_ws_f64, TF_DT_F64, 1, 1)
+TF_FILL_WORK(tf_fill_work_x_ws_f16, TF_DT_F16, 1, 1)
+TF_FILL_WORK(tf_fill_work_x_ws_bf16, TF_DT_BF16, 1, 1)
+TF_FILL_WORK(tf_fill_work_x_ws_i32, TF_DT_I32, 1, 1)
+TF_FILL_WORK(tf_fill_work_x_ws_i64, TF_DT_I64, 1, 1)
 
 /* tf_parse_small's single pass: chunk 0 on the calling thread. */
-static TF_FILL_TARGET int TF_FN(tf_fill_single)(tf_runner *r, const tf_fill_ctx *fc, int dt, tf_perr *err) {
+static TF_FILL_TARGET int TF_FN(tf_fill_single_ws)(tf_runner *r, const tf_fill_ctx *fc, int dt, tf_perr *err) {
     if (fc->sx.x && fc->sx.x->general) {
         switch (dt) {
-        case TF_DT_F32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F32, 1, err);
-        case TF_DT_F64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F64, 1, err);
-        case TF_DT_F16: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F16, 1, err);
-        case TF_DT_I32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I32, 1, err);
-        case TF_DT_I64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I64, 1, err);
-        default: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_BF16, 1, err);
+        case TF_DT_F32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F32, 1, 1, err);
+        case TF_DT_F64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F64, 1, 1, err);
+        case TF_DT_F16: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F16, 1, 1, err);
+        case TF_DT_I32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I32, 1, 1, err);
+        case TF_DT_I64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I64, 1, 1, err);
+        default: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_BF16, 1, 1, err);
         }
     }
     switch (dt) {
-    case TF_DT_F32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F32, 0, err);
-    case TF_DT_F64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F64, 0, err);
-    case TF_DT_F16: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F16, 0, err);
-    case TF_DT_I32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I32, 0, err);
-    case TF_DT_I64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I64, 0, err);
-    default: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_BF16, 0, err);
+    case TF_DT_F32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F32, 0, 1, err);
+    case TF_DT_F64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F64, 0, 1, err);
+    case TF_DT_F16: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F16, 0, 1, err);
+    case TF_DT_I32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I32, 0, 1, err);
+    case TF_DT_I64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I64, 0, 1, err);
+    default: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_BF16, 0, 1, err);
+    }
+}
+
+static TF_FILL_TARGET int TF_FN(tf_fill_single)(tf_runner *r, const tf_fill_ctx *fc, int dt, tf_perr *err) {
+    if (fc->sx.ws) return TF_FN(tf_fill_single_ws)(r, fc, dt, err);
+    if (fc->sx.x && fc->sx.x->general) {
+        switch (dt) {
+        case TF_DT_F32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F32, 1, 0, err);
+        case TF_DT_F64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F64, 1, 0, err);
+        case TF_DT_F16: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F16, 1, 0, err);
+        case TF_DT_I32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I32, 1, 0, err);
+        case TF_DT_I64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I64, 1, 0, err);
+        default: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_BF16, 1, 0, err);
+        }
+    }
+    switch (dt) {
+    case TF_DT_F32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F32, 0, 0, err);
+    case TF_DT_F64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F64, 0, 0, err);
+    case TF_DT_F16: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F16, 0, 0, err);
+    case TF_DT_I32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I32, 0, 0, err);
+    case TF_DT_I64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I64, 0, 0, err);
+    default: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_BF16, 0, 0, err);
     }
 }
 

@@ -173,8 +173,7 @@ static const uint8_t *tf_stream_open_quote(const tf_syntax *sx, const uint8_t *r
         int flags;
         p = tf_field(sx, tf_skip_blanks(sx, p), &cb, &ce, &flags, &e);
         if (!p) return e.kind == TF_PE_UNTERMINATED ? sx->data + e.at : NULL;
-        if (p >= sx->end || *p != sx->delim) return NULL;
-        p++;
+        if (!tf_next_field(sx, &p)) return NULL;
     }
 }
 

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import io as _stdio
 import mmap
+import operator
 import os
 import stat as _stat
 import re
@@ -62,7 +63,7 @@ import numpy as np
 
 from ._bridge import lower as _lower
 from ._callbacks import CallbackScope
-from ._lib import native
+from ._lib import lib, native
 from ._threads import resolve_threads
 from ._torch import T
 from .errors import (
@@ -105,6 +106,10 @@ _MIN_CHUNK = 256 << 10
 _MAX_CHUNK = 8 << 20
 
 _BOM = b"\xef\xbb\xbf"
+
+#: The delimiter code of ``delimiter=None``: runs of white space separate fields
+#: (TF_DELIM_WHITESPACE in cdefs/parse.h).
+_WHITESPACE = int(lib.TF_DELIM_WHITESPACE)
 
 
 #: pandas' default NA words (``pandas._libs.parsers.STR_NA_VALUES``) that are not
@@ -234,6 +239,9 @@ class _ReaderOptions:
     def _mark(ch: Any, what: str, delim: int, comment: int) -> str:
         if not isinstance(ch, str):
             raise TypeError(f"{what} must be a one-character string, got {ch!r}")
+        if delim == _WHITESPACE and len(ch) == 1 and _blank(ch):
+            raise ControlCharacterError(f"the control characters {what} and delimiter are incompatible: {what} is "
+                                        f"{ch!r}, and delimiter=None splits fields at white space")
         if len(ch) != 1 or ord(ch) > 126 or (ord(ch) < 32):
             raise ValueError(f"{what} must be one ASCII character, got {ch!r}")
         if ord(ch) in (delim, comment):
@@ -305,7 +313,7 @@ def read_csv(
     source: Any,
     *,
     dtype: Any = "float32",
-    delimiter: str = ",",
+    delimiter: str | None = ",",
     header: bool | str | None = "auto",
     skiprows: int = 0,
     usecols: int | str | Sequence[int | str] | None = None,
@@ -341,7 +349,22 @@ def read_csv(
             ``"float"`` is float32 as in torch, and ``"int"`` is refused as ambiguous:
             torch's is int32, NumPy's int64). Each float is rounded once, directly
             from its text; integers are exact (see Integers below).
-        delimiter: the one-character (ASCII) field separator.
+        delimiter: the one-character (ASCII) field separator, or None: fields are
+            separated by runs of white space, as NumPy's ``loadtxt`` splits by default
+            and pandas' ``sep=r"\\s+"`` does (space-aligned ``.txt``/``.dat`` files).
+            White space is what Python's ``str.isspace`` knows, as NumPy splits on it:
+            space, tab, ``\\v``, ``\\f``, ``\\x1c``-``\\x1f`` and the Unicode blanks
+            (U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F,
+            U+3000; pandas splits on spaces and tabs only). Blanks at the start and end
+            of a line are ignored, a line of blanks is a blank line (skipped), and there
+            are no empty fields (``missing`` is then the value of ``na_values`` words).
+            Quotes follow pandas' ``sep=r"\\s+"`` (NumPy's ``quotechar='"'``): a field
+            that begins with ``"`` may hold blanks, and runs to its closing quote, which
+            must be followed by white space, a line end or a comment (text glued to it
+            is an error, as with a delimiter). ``comment``, ``thousands`` and
+            ``decimal`` cannot be white space then (a ControlCharacterError). A single
+            space, ``delimiter=" "``, still splits at every space (two make an empty
+            field).
         header: ``"auto"`` (the first record is a header if it holds text and no
             number; a first record mixing numbers and text is data, so a typo there
             is an error rather than a silently lost row), ``True`` or ``False``/``None``.
@@ -407,7 +430,13 @@ def read_csv(
     header can use); LF, CRLF and CR line ends; a UTF-8 byte order mark; blank lines
     skipped; the last line with or without a line end. Blanks around a number
     include Unicode white space (U+00A0, U+202F...), as NumPy strips it. Words such
-    as ``NA`` are errors unless ``na_values`` names them.
+    as ``NA`` are errors unless ``na_values`` names them. With ``delimiter=None``,
+    runs of white space separate the fields (see ``delimiter``); a record with more
+    or fewer fields than the first is the same ParseError as with a delimiter.
+
+    >>> import tensorffi.io
+    >>> tensorffi.io.read_csv(b"  t      v\\n 0.5  -1e-3\\n\\t 1.0   250 \\n", delimiter=None, dtype="float64").tolist()
+    [[0.5, -0.001], [1.0, 250.0]]
 
     Integers (``dtype`` int32 or int64) are ``[+-]digits``, nothing else, as NumPy's
     ``loadtxt(dtype=int)`` reads them: leading zeros and the blanks and quotes above
@@ -450,16 +479,8 @@ def read_csv(
     want_numpy = False if like is None else _wants_numpy(like)
     if want_numpy and kernel == "bf16":
         raise TypeError("NumPy has no bfloat16 dtype: use like=torch (the default) for bfloat16")
-    delim = 44 if delimiter == "," else _char_code(delimiter, "delimiter")
-    if comment is None:
-        comment_code = -1
-    else:
-        comment_code = _char_code(comment, "comment")
-        if comment in (" ", "\t"):
-            raise ValueError(f"comment cannot be a blank ({comment!r}): blanks around fields are ignored")
-        if comment_code == delim:
-            raise ControlCharacterError(f"the control characters delimiter and comment are incompatible: both are "
-                                        f"{delimiter!r}")
+    delim = 44 if delimiter == "," else _delimiter_code(delimiter)
+    comment_code = -1 if comment is None else _comment_code(comment, delim)
     if header is None:
         header = False
     if header is not True and header is not False and header != "auto":
@@ -803,9 +824,9 @@ def _column_map(usecols: Any, ncols_in: int, names: list[str] | None) -> tuple[n
     """colmap[j] = output column of input field j (-1: skipped), and the kept names."""
     if usecols is None:
         return np.arange(ncols_in, dtype=np.int64), names
-    if isinstance(usecols, (int, np.integer, str)):
+    if isinstance(usecols, (int, np.integer, str)) or _index_like(usecols):
         usecols = [usecols]
-    if ncols_in == 0 and names is None and all(isinstance(u, (int, np.integer)) for u in usecols):
+    if ncols_in == 0 and names is None and all(_index_like(u) for u in usecols):
         k = len(list(usecols))  # an empty input: as NumPy, no rows and the columns usecols names
         return np.arange(k, dtype=np.int64), None
     picked: list[int] = []
@@ -821,8 +842,8 @@ def _column_map(usecols: Any, ncols_in: int, names: list[str] | None) -> tuple[n
             if len(hits) > 1:
                 raise ValueError(f"usecols: {len(hits)} columns are named {u!r}; select them by index")
             picked.append(hits[0])
-        elif isinstance(u, (int, np.integer)) and not isinstance(u, bool):
-            i = int(u)
+        elif _index_like(u):
+            i = operator.index(u)
             if not -(1 << 63) <= i < 1 << 63:
                 raise ArgumentOverflowError(f"usecols: column {i} does not fit in a 64-bit integer")
             if not -ncols_in <= i < ncols_in:
@@ -836,6 +857,12 @@ def _column_map(usecols: Any, ncols_in: int, names: list[str] | None) -> tuple[n
     for k, i in enumerate(picked):
         colmap[i] = k
     return colmap, None if names is None else [names[i] for i in picked]
+
+
+def _index_like(u: Any) -> bool:
+    """A column index: an integer (not a bool), or an object that converts to one
+    (``__index__``, as NumPy's loadtxt takes it), not a sequence."""
+    return not isinstance(u, (bool, np.bool_, str)) and not hasattr(u, "__len__") and hasattr(type(u), "__index__")
 
 
 def _chunk_bytes(region: int, nthreads: int) -> int:
@@ -951,6 +978,30 @@ def _char_code(ch: Any, what: str) -> int:
     if ch in '"\r\n' or ch.isalnum() or ch in ".+-":
         raise ValueError(f"{what} cannot be {ch!r}: it is part of quoting, line ends or numbers")
     return ord(ch)
+
+
+def _blank(ch: str) -> bool:
+    """White space that delimiter=None splits at (str.isspace less the line ends)."""
+    return ch.isspace() and ch not in "\r\n"
+
+
+def _delimiter_code(delimiter: Any) -> int:
+    """The delimiter byte, or _WHITESPACE for None (runs of white space)."""
+    return _WHITESPACE if delimiter is None else _char_code(delimiter, "delimiter")
+
+
+def _comment_code(comment: Any, delim: int) -> int:
+    """The comment byte, checked against the delimiter (its code, as _delimiter_code gives it)."""
+    if delim == _WHITESPACE and isinstance(comment, str) and len(comment) == 1 and _blank(comment):
+        raise ControlCharacterError(f"the control characters delimiter and comment are incompatible: comment is "
+                                    f"{comment!r}, and delimiter=None splits fields at white space")
+    code = _char_code(comment, "comment")
+    if comment in (" ", "\t"):
+        raise ValueError(f"comment cannot be a blank ({comment!r}): blanks around fields are ignored")
+    if code == delim:
+        raise ControlCharacterError(f"the control characters delimiter and comment are incompatible: both are "
+                                    f"{comment!r}")
+    return code
 
 
 def _count_arg(value: Any, what: str) -> int:
@@ -1131,30 +1182,22 @@ class _Options:
     __slots__ = ("kernel", "want_numpy", "delim", "comment", "header", "skiprows", "usecols", "missing", "limit",
                  "max_record", "xo")
 
-    def __init__(self, dtype: Any, delimiter: str, header: Any, skiprows: Any, usecols: Any, comment: Any,
+    def __init__(self, dtype: Any, delimiter: str | None, header: Any, skiprows: Any, usecols: Any, comment: Any,
                  missing: Any, max_rows: Any, like: Any, max_record_bytes: Any, na_values: Any = None,
                  keep_default_na: Any = True, thousands: Any = None, decimal: Any = ".") -> None:
         self.kernel = _kernel_for(dtype)
         self.want_numpy = False if like is None else _wants_numpy(like)
         if self.want_numpy and self.kernel == "bf16":
             raise TypeError("NumPy has no bfloat16 dtype: use like=torch (the default) for bfloat16")
-        self.delim = _char_code(delimiter, "delimiter")
-        if comment is None:
-            self.comment = -1
-        else:
-            self.comment = _char_code(comment, "comment")
-            if comment in (" ", "\t"):
-                raise ValueError(f"comment cannot be a blank ({comment!r}): blanks around fields are ignored")
-            if self.comment == self.delim:
-                raise ControlCharacterError(f"the control characters delimiter and comment are incompatible: both "
-                                            f"are {delimiter!r}")
+        self.delim = _delimiter_code(delimiter)
+        self.comment = -1 if comment is None else _comment_code(comment, self.delim)
         if header is None:
             header = False
         if header is not True and header is not False and header != "auto":
             raise ValueError(f"header must be 'auto', True or False, got {header!r}")
         self.header = header
         self.skiprows = _count_arg(skiprows, "skiprows")
-        if usecols is not None and not isinstance(usecols, (int, np.integer, str)):
+        if usecols is not None and not isinstance(usecols, (int, np.integer, str)) and not _index_like(usecols):
             usecols = list(usecols)  # an iterator is read once, here
         self.usecols = usecols
         self.missing = _missing_args(self.kernel, missing)  # the kernel's arguments
@@ -1579,7 +1622,7 @@ def iter_csv(
     chunk_rows: int = 65536,
     *,
     dtype: Any = "float32",
-    delimiter: str = ",",
+    delimiter: str | None = ",",
     header: bool | str | None = "auto",
     skiprows: int = 0,
     usecols: int | str | Sequence[int | str] | None = None,
@@ -1605,10 +1648,10 @@ def iter_csv(
     error are yielded; the error is raised by the chunk that contains it).
 
     The options are read_csv's and mean the same (``dtype``, float or int32/int64,
-    ``delimiter``, ``header``, ``skiprows``, ``usecols`` with names, ``comment``,
-    ``missing`` (an integer fill for integer tables), ``max_rows``, ``like``,
-    ``na_values``, ``keep_default_na``, ``thousands``, ``decimal``); the column
-    names are the returned iterator's ``names`` attribute.
+    ``delimiter``, with None for runs of white space, ``header``, ``skiprows``,
+    ``usecols`` with names, ``comment``, ``missing`` (an integer fill for integer
+    tables), ``max_rows``, ``like``, ``na_values``, ``keep_default_na``, ``thousands``,
+    ``decimal``); the column names are the returned iterator's ``names`` attribute.
     Parsing runs in C, one thread per iterator, with the GIL released; run several
     iterators (or :class:`CSVDataset` with DataLoader workers) for more cores.
 
@@ -1721,7 +1764,7 @@ class _CSVDatasetImpl:
         chunk_rows: int = 65536,
         *,
         dtype: Any = "float32",
-        delimiter: str = ",",
+        delimiter: str | None = ",",
         header: bool | str | None = "auto",
         skiprows: int = 0,
         usecols: int | str | Sequence[int | str] | None = None,

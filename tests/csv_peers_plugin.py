@@ -172,9 +172,7 @@ def _loadtxt(data: Any, theirs: Any, dtype: Any, comments: Any, delimiter: Any, 
     kernel = _dtype_name(dtype)
     if kernel is None:
         _skip(f"dtype={dtype!r}: read_csv makes float16/32/64 and int32/64 tables")
-    if delimiter is None:
-        _skip("delimiter=None (runs of whitespace) is not implemented in read_csv yet")
-    delim = _one_char(delimiter, "delimiter")
+    delim = _one_char(delimiter, "delimiter")  # None (loadtxt's default): runs of white space, as read_csv's None
     if isinstance(comments, (list, tuple)) and len(comments) == 0:
         comments = None
     comment = _one_char(comments, "comments")
@@ -237,25 +235,32 @@ def _read_csv(src: Any, data: Any, theirs: Any, args: Any, kw: Any) -> Any:
     for key in ("memory_map", "low_memory"):
         if key in kw and not isinstance(kw[key], bool):
             _skip(f"{key} that is not a bool (pandas checks its own argument)")
+    whitespace = kw.get("delim_whitespace") or kw.get("delimiter", kw.get("sep")) == r"\s+"
     for key, default in _PANDAS_DEFAULTS.items():
         if key in kw and not (kw[key] is default or kw[key] == default):
             if key == "index_col" and kw[key] is False:
                 continue
+            if key == "skipinitialspace" and whitespace:
+                continue  # blanks separate fields: there is no initial space to skip
             if key == "encoding" and str(kw[key]).lower().replace("-", "") in ("utf8",):
                 continue
             _skip(f"{key}={kw[key]!r}")
     if "encoding" in kw and kw["encoding"] is not None and str(kw["encoding"]).lower().replace("-", "") != "utf8":
         _skip(f"encoding={kw['encoding']!r}: read_csv reads UTF-8")
     known = _PANDAS_IGNORED | {"sep", "delimiter", "header", "usecols", "dtype", "skiprows", "nrows", "na_values",
-                               "keep_default_na", "thousands", "decimal", "comment"}
+                               "keep_default_na", "thousands", "decimal", "comment", "delim_whitespace"}
     other = sorted(set(kw) - known)
     if other:
         _skip(f"options read_csv lacks: {', '.join(other)}")
     sep = kw.get("delimiter", kw.get("sep", ","))
     if sep is None or sep is pd.api.extensions.no_default:
         sep = ","
-    if not isinstance(sep, str) or len(sep) != 1 or sep == " ":
-        _skip(f"sep={sep!r}: read_csv takes one character (regular expressions and whitespace runs: no)")
+    if kw.get("delim_whitespace"):  # pandas < 3: the same as sep=r"\s+"
+        sep = r"\s+"
+    if sep == r"\s+":
+        sep = None  # runs of white space: read_csv's delimiter=None (pandas splits on spaces and tabs only)
+    elif not isinstance(sep, str) or len(sep) != 1 or sep == " ":
+        _skip(f"sep={sep!r}: read_csv takes one character, or runs of white space (r'\\s+'); no other regex")
     header = kw.get("header", "infer")
     if header == "infer" or header == 0:
         head: Any = True
@@ -297,7 +302,7 @@ def _read_csv(src: Any, data: Any, theirs: Any, args: Any, kw: Any) -> Any:
             _skip("na_values holding non-strings")
     comment = kw.get("comment")
     thousands, decimal = kw.get("thousands"), kw.get("decimal", ".")
-    if thousands == sep:
+    if thousands == sep or (sep is None and isinstance(thousands, str) and thousands.isspace()):
         thousands = None  # pandas splits the fields first: a separator that is the delimiter never applies
 
     if theirs is not None:

@@ -757,6 +757,26 @@ def test_usecols(kind):
         tio.read_csv(data + b"4,\xc3\x28,6.5,7.5\n", usecols=["x"])
 
 
+def test_usecols_takes_what_converts_to_an_integer(kind):
+    """As NumPy's loadtxt: NumPy integers and objects with __index__ select columns,
+    alone or in a sequence; a bool is refused (it is not meant as a column)."""
+
+    class Col:
+        def __index__(self) -> int:
+            return 2
+
+    data = b"1,2,3\n4,5,6\n"
+    for usecols, want in ((Col(), [[3], [6]]), ([Col(), 0], [[3, 1], [6, 4]]), (np.uint8(1), [[2], [5]]),
+                          ((np.int64(-1),), [[3], [6]]), (np.array([1, 0]), [[2, 1], [5, 4]])):
+        assert rows_of(tio.read_csv(data, usecols=usecols, like=kind)) == want, usecols
+        assert rows_of(np.concatenate(list(tio.iter_csv(data, 1, usecols=usecols, like="numpy")))) == want
+    for bad in (True, [0, False]):
+        with pytest.raises(TypeError, match="usecols must hold column indices or names"):
+            tio.read_csv(data, usecols=bad)
+    with pytest.warns(tio.EmptyDataWarning):  # an empty input: the columns usecols names
+        assert tuple(tio.read_csv(b"", usecols=[Col(), 0]).shape) == (0, 2)
+
+
 @pytest.mark.parametrize("delimiter", ["\t", ";", "|", " ", ":"])
 def test_delimiters(delimiter):
     text = f"a{delimiter}b\n1{delimiter}2\n3{delimiter}4\n"
