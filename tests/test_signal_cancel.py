@@ -163,17 +163,35 @@ def _stopped_fraction(exc: BaseException) -> float:
 
 
 @pytest.mark.parametrize("call, threads", [("sosfilt", 1), ("sosfilt", 2), ("sosfiltfilt", 2)])
-def test_sigint_from_another_thread_raises_keyboard_interrupt(rng, threads, call):
+def test_sigint_from_another_thread_raises_keyboard_interrupt(rng, monkeypatch, threads, call):
+    """A real SIGINT, sent by another thread once C is running (after its first
+    progress report, so no clock decides whether it lands in C or before it)."""
     sos = long_sos(rng)
-    x = torch.from_numpy(rng.standard_normal((32, 1_000_000), dtype=np.float32))  # ~0.6 s if not stopped
+    # ~2 s of work on a fast machine if not stopped; stopped after ~0.2 s
+    x = torch.ones((32, 4_000_000), dtype=torch.float32)
     fn = tsig.sosfilt if call == "sosfilt" else tsig.sosfiltfilt
-    timer = threading.Timer(0.05, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
+    running, finished = threading.Event(), threading.Event()
+
+    class Watched(CallbackScope):
+        def report(self, done: int, total: int) -> int:
+            if done < total:
+                running.set()
+            return super().report(done, total)
+
+    def interrupt() -> None:
+        if running.wait(60) and not finished.is_set():
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    monkeypatch.setattr(tsig, "CallbackScope", Watched)
+    sender = threading.Thread(target=interrupt, daemon=True)
+    sender.start()
     try:
-        timer.start()
         with pytest.raises(KeyboardInterrupt) as info:
             fn(sos, x, dtype=torch.float32, threads=threads)
     finally:
-        timer.cancel()
+        finished.set()
+        running.set()
+        sender.join()
     assert _stopped_fraction(info.value) < 1  # C was stopped, not waited for
     # the interpreter is healthy and the kernels are too
     xs = rng.standard_normal((2, 300))
