@@ -18,19 +18,24 @@
 
 #ifdef TF_FILL_FIELD
 /* The vector reader's field as type dt (a constant): *v, *nl and the next field's
- * start, or NULL (the general path reads the field). */
+ * start, or NULL (the general path reads the field; *nl is then left alone). dec and
+ * th: the decimal mark and the thousands separator (-1: none), the constants '.' and
+ * -1 on the plain path; with other options a field the vector reader cannot convert
+ * exactly goes to the general path (the cold converter knows neither). */
 static inline __attribute__((always_inline)) TF_FILL_TARGET const uint8_t *
-TF_FN(tf_fill_vector)(const uint8_t *p, const uint8_t *E, const uint8_t delim, const int ws, const int dt, tf_val *v,
-                      int *nl) {
-    /* (integers under white space: the general path; the integer reader ends a field
-     * at the delimiter only) */
-    if (TF_IS_INT(dt)) return ws ? NULL : TF_FILL_IFIELD(p, E, delim, dt, v, nl);
+TF_FN(tf_fill_vector)(const uint8_t *p, const uint8_t *E, const uint8_t delim, const int ws, const uint8_t dec,
+                      const int th, const int dt, tf_val *v, int *nl) {
+    if (TF_IS_INT(dt)) return TF_FILL_IFIELD(p, E, delim, ws, th, dt, v, nl);
     uint64_t w;
     int64_t q;
-    int neg;
-    const uint8_t *next = TF_FILL_FIELD(p, E, delim, ws, &w, &q, &neg, nl);
+    int neg, n;
+    const uint8_t *next = TF_FILL_FIELD(p, E, delim, ws, 0, dec, th, &w, &q, &neg, &n);
     if (__builtin_expect(next == NULL, 0)) return NULL;
-    if (__builtin_expect(!tf_convert_simple(w, q, neg, dt, v), 0)) *v = tf_value_cold(p, E, dt);
+    if (__builtin_expect(!tf_convert_simple(w, q, neg, dt, v), 0)) {
+        if (dec != '.' || th >= 0) return NULL;
+        *v = tf_value_cold(p, E, dt);
+    }
+    *nl = n;
     return next;
 }
 #endif
@@ -110,11 +115,11 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
         const int64_t base = (row0 + ri) * cols;
         int64_t j = 0;
 #ifdef TF_FILL_FIELD
-        if (identity && !xo && (!TF_IS_INT(dt) || p < int_end)) { /* the whole record with the vector reader, while it can */
+        if (identity && (!xo || xfast) && (!TF_IS_INT(dt) || ws || p < int_end)) { /* the whole record with the vector reader, while it can */
             int nl = 0;
-            while (j < ncols_in && (TF_IS_INT(dt) || p < safe_end)) {
+            while (j < ncols_in && ((TF_IS_INT(dt) && !ws) || p < safe_end)) {
                 tf_val v;
-                const uint8_t *next = TF_FN(tf_fill_vector)(p, E, (uint8_t)delim, ws, dt, &v, &nl);
+                const uint8_t *next = TF_FN(tf_fill_vector)(p, E, (uint8_t)delim, ws, xdec, xth, dt, &v, &nl);
                 if (__builtin_expect(next == NULL, 0)) break;
                 tf_store(out, base + j, dt, v);
                 p = next;
@@ -149,10 +154,10 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
                 }
             }
 #ifdef TF_FILL_FIELD
-            if (!xo && __builtin_expect(E - p >= 64 && j < ncols_in, 1) && (identity || colmap[j] >= 0)) {
+            if ((!xo || xfast) && __builtin_expect(E - p >= 64 && j < ncols_in, 1) && (identity || colmap[j] >= 0)) {
                 tf_val v;
                 int nl;
-                const uint8_t *next = TF_FN(tf_fill_vector)(p, E, (uint8_t)delim, ws, dt, &v, &nl);
+                const uint8_t *next = TF_FN(tf_fill_vector)(p, E, (uint8_t)delim, ws, xdec, xth, dt, &v, &nl);
                 if (__builtin_expect(next != NULL, 1)) {
                     tf_store(out, base + (identity ? j : colmap[j]), dt, v);
                     p = next;

@@ -175,3 +175,74 @@ def test_dataset_takes_the_options(tmp_path):
     want = tio.read_csv(path, delimiter=";", decimal=",", na_values=(), dtype="float64")
     assert sorted(got[:, 0].tolist()) == sorted(want[:, 0].tolist()) == [i + 0.5 for i in range(50)]
     assert got[:, 1].isnan().all()
+
+
+# --------------------------------------------------------------------------- #
+# the vector reader under decimal= and thousands= (fields with 64 bytes after  #
+# them are read by it; the last ones by the general reader: both must agree)   #
+# --------------------------------------------------------------------------- #
+
+
+def _grouped(rng, digits: str, th: str) -> str:
+    """digits with th between random pairs of them (as often as not, every three)."""
+    if rng.random() < 0.5:
+        head = len(digits) % 3 or 3
+        return th.join([digits[:head]] + [digits[i:i + 3] for i in range(head, len(digits), 3)])
+    return "".join(d + (th if i + 1 < len(digits) and rng.random() < 0.3 else "") for i, d in enumerate(digits))
+
+
+def _number(rng, dec: str, th: str, integer: bool, most: int = 11):
+    """(field text, the same number as Python's float()/int() reads it); at most
+    `most` integer digits."""
+    sign = str(rng.choice(["", "-", "+"]))
+    ni = int(rng.integers(1, most + 1))
+    digits = "".join(str(d) for d in rng.integers(0, 10, ni))
+    if integer:
+        return sign + _grouped(rng, digits, th), int(sign + digits)
+    frac = "".join(str(d) for d in rng.integers(0, 10, int(rng.integers(0, 8))))
+    exp = f"e{int(rng.integers(-30, 30))}" if rng.random() < 0.2 else ""
+    text = sign + _grouped(rng, digits, th) + (dec + frac if frac or rng.random() < 0.5 else "") + exp
+    return text, float(sign + digits + "." + frac + exp)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "int32"])
+@pytest.mark.parametrize("dec, th, delim", [(",", ".", ";"), (".", ",", ";"), (".", " ", ","), (",", "'", "\t"),
+                                            (".", "_", None)])
+def test_vector_reader_takes_separators_and_marks_exactly(read, rng, dtype, dec, th, delim):
+    integer = dtype.startswith("int")
+    if delim is None and th == " ":
+        pytest.skip("a blank separator under white space is refused")
+    most = {"int32": 9, "int64": 18}.get(dtype, 11)  # in range (overflow: tests/test_io_int.py)
+    cells = [[_number(rng, dec, th, integer, most) for _ in range(5)] for _ in range(400)]
+    sep = delim or "  "
+    text = "".join(sep.join(c[0] for c in row) + "\n" for row in cells).encode()
+    kw = dict(delimiter=delim, decimal=dec, thousands=th, header=False, dtype=dtype)
+    if integer:
+        want = np.array([[c[1] for c in row] for row in cells], dtype=object)
+        np.testing.assert_array_equal(read(text, **kw, like="numpy"), want.astype(dtype))
+    else:
+        with np.errstate(over="ignore"):  # float32: inf beyond its range, as read_csv reads it
+            want = np.array([[c[1] for c in row] for row in cells]).astype(dtype)
+        np.testing.assert_array_equal(read(text, **kw), want)
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+@pytest.mark.parametrize("field", ["1,,234", ",123", "123,", "1,234,", "-,1", "1.2,3", "12,3.4.5", "1.2.3",
+                                   "1,2e,3", "1e1,0", "1,234x", "1_234"])
+def test_vector_reader_refuses_a_misplaced_separator(field, where):
+    """thousands=',' (delimiter ';'): a separator stands between two digits before the
+    decimal mark; the field is refused wherever it stands (the vector reader reads the
+    first rows, the general reader the last)."""
+    rows = ["1,234.5;2"] * 50
+    rows[0 if where == "first" else -1] = f"{field};2"
+    with pytest.raises(ParseError, match="not a number") as info:
+        tio.read_csv(("\n".join(rows) + "\n").encode(), delimiter=";", thousands=",", header=False)
+    assert info.value.line == (1 if where == "first" else 50)
+
+
+def test_vector_reader_reads_a_dot_as_text_under_decimal_comma():
+    rows = ["1,5;2"] * 50
+    rows[3] = "1.5;2"
+    with pytest.raises(ParseError, match="not a number") as info:
+        tio.read_csv(("\n".join(rows) + "\n").encode(), delimiter=";", decimal=",", header=False)
+    assert info.value.line == 4
