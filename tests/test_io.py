@@ -1215,14 +1215,16 @@ def test_file_truncated_after_mapping_is_an_error(tmp_path, rng, monkeypatch, pa
     """Every native entry point reads the input under the guard: truncate the file
     right after it is mapped (one call for small inputs, header/count/fill for large)."""
     path = big_file(tmp_path, rng, rows=200 if size == 1000 else 20000)
-    real_map = tio._map_file
+    import tensorffi._csv_stream as streams  # where read_csv's sources are opened and mapped
+
+    real_map = streams._map_file
 
     def map_then_truncate(f, pos, *size):
         arr = real_map(f, pos, *size)
         os.truncate(path, 100)
         return arr
 
-    monkeypatch.setattr(tio, "_map_file", map_then_truncate)
+    monkeypatch.setattr(streams, "_map_file", map_then_truncate)
     with pytest.raises(tensorffi.errors.NativeIOError, match="changed while it was read"):
         tio.read_csv(path, threads=2)
     # a clean read afterwards: the guard left nothing behind

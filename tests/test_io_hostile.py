@@ -240,7 +240,8 @@ def test_open_errors_keep_their_builtin_class(tmp_path, monkeypatch):
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied", str(args[0]))
 
-    monkeypatch.setattr(tio, "open", refuse, raising=False)
+    # Every reader opens its source through the one helper in _csv_common.
+    monkeypatch.setattr(tensorffi._csv_common, "open", refuse, raising=False)
     for reader in (tio.read_csv, tio.iter_csv):
         with pytest.raises(PermissionError, match="source.*Permission denied") as info:
             reader(tmp_path / "x.csv")
