@@ -340,11 +340,13 @@ def test_fftw_plan_executes_many_times(fftw, rng, kind):
             np.testing.assert_allclose(np.asarray(y), np.fft.rfft(v.astype(np.float64)), rtol=1e-4, atol=1e-4)
 
 
+@needs_fftw  # the contract is checked against the opened library
 def test_until_return_needs_a_returned_handle():
     with pytest.raises(tensorffi.ContractError, match="'until return' needs a function that returns a handle"):
         tensorffi.load(FFTW or "libfftw3f.so.3", FFTW_CDEF, {"fftwf_plan_dft_r2c_1d": "in: keep [n] until return"})
 
 
+@needs_fftw  # the contract is checked against the opened library
 def test_kept_array_cannot_be_out():
     with pytest.raises(tensorffi.ContractError, match="kept array is passed by the caller"):
         parse = "out: keep out [n] until return; return: handle(fftwf_destroy_plan)"
