@@ -4,7 +4,7 @@
  *
  *   gcc -O3 -fwrapv -fno-strict-aliasing -std=c11 -pthread -Icsrc \
  *       -DTF_VERSION_STR='"bench"' -DTF_COMPILER_STR='"gcc"' -DTF_FLAGS_STR='""' -DTF_NATIVE_BUILD=0 \
- *       benchmarks/read_csv_cpu.c csrc/parse.c csrc/core.c -o /tmp/read_csv_cpu -lm
+ *       benchmarks/read_csv_cpu.c csrc/parse*.c csrc/core.c csrc/runtime.c csrc/error.c -o /tmp/read_csv_cpu -lm
  *   TENSORFFI_SIMD=avx2 /tmp/read_csv_cpu benchmarks/_work/g9_1000000x8.csv [repeats] [f32|f64|i32|i64] [threads] [ws]
  *
  * ws: fields separated by runs of white space (TF_DELIM_WHITESPACE: read_csv's

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* parse: numeric CSV parsing (parse.c).
+/* parse: numeric CSV parsing (csrc/parse*.c; csrc/parse.c says which unit holds what).
  * Written once: cffi reads this file to build tensorffi._native (build_ffi.py) and
  * csrc/tensorffi.h includes it, so the C sources and Python see the same declarations. */
 
@@ -188,7 +188,7 @@ int tf_parse_small_x_i64(const uint8_t *data, int64_t n, int64_t start, int64_t 
                          int64_t cap, int64_t *meta, int64_t nmeta, const uint8_t *opts, int64_t nopts);
 
 /* The SIMD level the parser runs at on this CPU (TF_SIMD_*), after the TENSORFFI_SIMD
- * cap and the parser's own measured preference (see parse.c). */
+ * cap and the parser's own measured preference (see parse_syntax.c). */
 int tf_parse_simd(void);
 
 /* Streams (tensorffi.io.iter_csv): a parser that outlives the call, fed with the input

@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /* parse_fill.h — pass 2's field loop, included by parse.c once per SIMD level.
  *
- * Before each inclusion parse.c defines TF_FILL_SFX (the suffix of the functions
- * defined here), TF_FILL_TARGET (their target attribute, or nothing) and, optionally,
- * TF_FILL_FIELD and TF_FILL_IFIELD (vector readers of the common float and integer
- * field, tried first). A header rather
- * than a run-time switch: a function compiled for AVX2 can only inline AVX2 helpers
- * into a caller compiled for AVX2, and the hot loop must be one inlined body. */
+ * Before each inclusion parse.c defines these, all #undef'd at the end of this file
+ * (the convention of every template here: parse_fill.h, signal_simd.h,
+ * signal_transpose.h, physics_simd.h, physics_impl.h):
+ *   TF_FILL_SFX      the suffix of the functions defined here
+ *   TF_FILL_TARGET   their target attribute, or nothing
+ *   TF_FILL_FIELD, TF_FILL_IFIELD  (optional) vector readers of the common float and
+ *                    integer field, tried first
+ * A header rather than a run-time switch: a function compiled for AVX2 can only inline
+ * AVX2 helpers into a caller compiled for AVX2, and the hot loop must be one inlined
+ * body. */
 #ifndef TF_FILL_SFX
 #error "parse_fill.h is included by parse.c only"
 #endif
@@ -274,7 +278,7 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
     return 0;
 }
 
-/* A unit of pass 2, run under the guard against inputs that shrink (parse.c). */
+/* A unit of pass 2, run under the guard against inputs that shrink (parse_guard.c). */
 #define TF_FILL_WORK(name, dt, xo, ws)                                                                    \
     static TF_FILL_TARGET void TF_FN(name##_unit)(void *arg) {                                            \
         tf_fill_job *job = (tf_fill_job *)arg;                                                            \
@@ -292,77 +296,47 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
         int64_t bytes = (ch[1] >= 0 ? ch[1] : ch[0]) - ch[0];                                             \
         __atomic_fetch_add(&r->done_bytes, bytes > 0 ? bytes : 0, __ATOMIC_RELAXED);                      \
     }
-/* _ws_: runs of white space separate fields (TF_DELIM_WHITESPACE) */
-TF_FILL_WORK(tf_fill_work_f32, TF_DT_F32, 0, 0)
-TF_FILL_WORK(tf_fill_work_f64, TF_DT_F64, 0, 0)
-TF_FILL_WORK(tf_fill_work_f16, TF_DT_F16, 0, 0)
-TF_FILL_WORK(tf_fill_work_bf16, TF_DT_BF16, 0, 0)
-TF_FILL_WORK(tf_fill_work_i32, TF_DT_I32, 0, 0)
-TF_FILL_WORK(tf_fill_work_i64, TF_DT_I64, 0, 0)
-TF_FILL_WORK(tf_fill_work_ws_f32, TF_DT_F32, 0, 1)
-TF_FILL_WORK(tf_fill_work_ws_f64, TF_DT_F64, 0, 1)
-TF_FILL_WORK(tf_fill_work_ws_f16, TF_DT_F16, 0, 1)
-TF_FILL_WORK(tf_fill_work_ws_bf16, TF_DT_BF16, 0, 1)
-TF_FILL_WORK(tf_fill_work_ws_i32, TF_DT_I32, 0, 1)
-TF_FILL_WORK(tf_fill_work_ws_i64, TF_DT_I64, 0, 1)
-TF_FILL_WORK(tf_fill_work_x_f32, TF_DT_F32, 1, 0)
-TF_FILL_WORK(tf_fill_work_x_f64, TF_DT_F64, 1, 0)
-TF_FILL_WORK(tf_fill_work_x_f16, TF_DT_F16, 1, 0)
-TF_FILL_WORK(tf_fill_work_x_bf16, TF_DT_BF16, 1, 0)
-TF_FILL_WORK(tf_fill_work_x_i32, TF_DT_I32, 1, 0)
-TF_FILL_WORK(tf_fill_work_x_i64, TF_DT_I64, 1, 0)
-TF_FILL_WORK(tf_fill_work_x_ws_f32, TF_DT_F32, 1, 1)
-TF_FILL_WORK(tf_fill_work_x_ws_f64, TF_DT_F64, 1, 1)
-TF_FILL_WORK(tf_fill_work_x_ws_f16, TF_DT_F16, 1, 1)
-TF_FILL_WORK(tf_fill_work_x_ws_bf16, TF_DT_BF16, 1, 1)
-TF_FILL_WORK(tf_fill_work_x_ws_i32, TF_DT_I32, 1, 1)
-TF_FILL_WORK(tf_fill_work_x_ws_i64, TF_DT_I64, 1, 1)
+/* Every dtype's unit, named pre_f32 ... pre_i64. */
+#define TF_FILL_WORKS(pre, xo, ws)                  \
+    TF_FILL_WORK(pre##_f32, TF_DT_F32, xo, ws)     \
+    TF_FILL_WORK(pre##_f64, TF_DT_F64, xo, ws)     \
+    TF_FILL_WORK(pre##_f16, TF_DT_F16, xo, ws)     \
+    TF_FILL_WORK(pre##_bf16, TF_DT_BF16, xo, ws)   \
+    TF_FILL_WORK(pre##_i32, TF_DT_I32, xo, ws)     \
+    TF_FILL_WORK(pre##_i64, TF_DT_I64, xo, ws)
+/* _x_: the reader options' general reader (tf_xopts); _ws_: runs of white space
+ * separate fields (TF_DELIM_WHITESPACE) */
+TF_FILL_WORKS(tf_fill_work, 0, 0)
+TF_FILL_WORKS(tf_fill_work_ws, 0, 1)
+TF_FILL_WORKS(tf_fill_work_x, 1, 0)
+TF_FILL_WORKS(tf_fill_work_x_ws, 1, 1)
 
-/* tf_parse_small's single pass: chunk 0 on the calling thread. */
+/* tf_parse_small's single pass: chunk 0 on the calling thread, the loop compiled for
+ * the constant dt (the switch below), xo and ws. */
+#define TF_FILL_SINGLE(xo, ws)                                                               \
+    switch (dt) {                                                                            \
+    case TF_DT_F32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F32, xo, ws, err);       \
+    case TF_DT_F64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F64, xo, ws, err);       \
+    case TF_DT_F16: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F16, xo, ws, err);       \
+    case TF_DT_I32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I32, xo, ws, err);       \
+    case TF_DT_I64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I64, xo, ws, err);       \
+    default: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_BF16, xo, ws, err);             \
+    }
+
 static TF_FILL_TARGET int TF_FN(tf_fill_single_ws)(tf_runner *r, const tf_fill_ctx *fc, int dt, tf_perr *err) {
-    if (fc->sx.x && fc->sx.x->general) {
-        switch (dt) {
-        case TF_DT_F32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F32, 1, 1, err);
-        case TF_DT_F64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F64, 1, 1, err);
-        case TF_DT_F16: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F16, 1, 1, err);
-        case TF_DT_I32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I32, 1, 1, err);
-        case TF_DT_I64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I64, 1, 1, err);
-        default: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_BF16, 1, 1, err);
-        }
-    }
-    switch (dt) {
-    case TF_DT_F32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F32, 0, 1, err);
-    case TF_DT_F64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F64, 0, 1, err);
-    case TF_DT_F16: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F16, 0, 1, err);
-    case TF_DT_I32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I32, 0, 1, err);
-    case TF_DT_I64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I64, 0, 1, err);
-    default: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_BF16, 0, 1, err);
-    }
+    if (fc->sx.x && fc->sx.x->general) TF_FILL_SINGLE(1, 1)
+    TF_FILL_SINGLE(0, 1)
 }
 
-static TF_FILL_TARGET int TF_FN(tf_fill_single)(tf_runner *r, const tf_fill_ctx *fc, int dt, tf_perr *err) {
+TF_FILL_TARGET int TF_FN(tf_fill_single)(tf_runner *r, const tf_fill_ctx *fc, int dt, tf_perr *err) {
     if (fc->sx.ws) return TF_FN(tf_fill_single_ws)(r, fc, dt, err);
-    if (fc->sx.x && fc->sx.x->general) {
-        switch (dt) {
-        case TF_DT_F32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F32, 1, 0, err);
-        case TF_DT_F64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F64, 1, 0, err);
-        case TF_DT_F16: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F16, 1, 0, err);
-        case TF_DT_I32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I32, 1, 0, err);
-        case TF_DT_I64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I64, 1, 0, err);
-        default: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_BF16, 1, 0, err);
-        }
-    }
-    switch (dt) {
-    case TF_DT_F32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F32, 0, 0, err);
-    case TF_DT_F64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F64, 0, 0, err);
-    case TF_DT_F16: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_F16, 0, 0, err);
-    case TF_DT_I32: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I32, 0, 0, err);
-    case TF_DT_I64: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_I64, 0, 0, err);
-    default: return TF_FN(tf_fill_chunk)(r, fc, 0, 1, TF_DT_BF16, 0, 0, err);
-    }
+    if (fc->sx.x && fc->sx.x->general) TF_FILL_SINGLE(1, 0)
+    TF_FILL_SINGLE(0, 0)
 }
 
 #undef TF_FILL_WORK
+#undef TF_FILL_WORKS
+#undef TF_FILL_SINGLE
 #undef TF_BLANK
 #undef TF_FN
 #undef TF_FN_CAT

@@ -292,7 +292,6 @@ static double tf_phys_pot_row_avx2(const double *x, const double *y, const doubl
 #define K_ROW_PAIRS 0
 #define K_I_VECS 1
 #include "physics_simd.h"
-#include "physics_kundef.h"
 
 #define K_NAME tf_phys_force_avx2_f64
 #define K_SYM_NAME tf_phys_rows_avx2_f64
@@ -317,7 +316,6 @@ static double tf_phys_pot_row_avx2(const double *x, const double *y, const doubl
 #define K_ROW_PAIRS 0
 #define K_I_VECS 1
 #include "physics_simd.h"
-#include "physics_kundef.h"
 
 #if defined(__clang__)
 #pragma clang attribute pop
@@ -395,7 +393,6 @@ static double tf_phys_pot_row_avx512(const double *x, const double *y, const dou
 #define K_ROW_PAIRS 1
 #define K_I_VECS 2
 #include "physics_simd.h"
-#include "physics_kundef.h"
 
 #define K_NAME tf_phys_force_avx512_f64
 #define K_SYM_NAME tf_phys_rows_avx512_f64
@@ -420,7 +417,6 @@ static double tf_phys_pot_row_avx512(const double *x, const double *y, const dou
 #define K_ROW_PAIRS 1
 #define K_I_VECS 2
 #include "physics_simd.h"
-#include "physics_kundef.h"
 
 #if defined(__clang__)
 #pragma clang attribute pop
@@ -449,14 +445,8 @@ static tf_phys_pot_row_fn tf_phys_pick_pot_row(void) {
 #define P_SFX f32
 #define P_SQRT sqrtf
 #include "physics_impl.h"
-#undef P_REAL
-#undef P_SFX
-#undef P_SQRT
 
 #define P_REAL double
 #define P_SFX f64
 #define P_SQRT sqrt
 #include "physics_impl.h"
-#undef P_REAL
-#undef P_SFX
-#undef P_SQRT

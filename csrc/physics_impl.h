@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* physics_impl.h — the part of physics.c written once per element type. physics.c
- * includes it with P_REAL (float or double), P_SFX (f32 or f64) and P_SQRT defined.
- * Not a public header. */
+ * includes it with P_REAL (float or double), P_SFX (f32 or f64) and P_SQRT defined,
+ * all #undef'd at the end of this file. Not a public header. */
 
 #define P_CAT2(a, b) a##_##b
 #define P_CAT(a, b) P_CAT2(a, b)
@@ -522,3 +522,7 @@ int P(tf_physics_momentum)(const P_REAL *vel, const P_REAL *mass, int64_t b, int
 #undef P
 #undef P_CAT
 #undef P_CAT2
+/* The parameters of this instantiation. */
+#undef P_REAL
+#undef P_SFX
+#undef P_SQRT

@@ -2,7 +2,7 @@
 /* physics_simd.h — the vectorised force kernels, instantiated by physics.c once per
  * (element type, instruction set) under a target pragma. Not a public header.
  *
- * The including file defines:
+ * The including file defines these, all #undef'd at the end of this file:
  *   K_NAME, K_SYM_NAME  names of the all-pairs and the pair-once kernel; each comes in
  *                     two variants, K_NAME and K_NAME##_guarded (see "zero distance")
  *   K_REAL            float or double
@@ -320,3 +320,26 @@ __attribute__((noinline)) static void K_CAT(K_NAME, _lanes_guarded)(const K_REAL
 }
 
 #undef K_PAIR_TERM
+/* The parameters of this instantiation (the includer's target pragma stays). */
+#undef K_NAME
+#undef K_SYM_NAME
+#undef K_REAL
+#undef K_VEC
+#undef K_W
+#undef K_SET1
+#undef K_ZERO
+#undef K_LOAD
+#undef K_STORE
+#undef K_SUB
+#undef K_ADD
+#undef K_MUL
+#undef K_FMADD
+#undef K_FNMADD
+#undef K_INV3
+#undef K_RCUBE
+#undef K_ACC_SCALE
+#undef K_KEEP_NONZERO
+#undef K_TRI_MASK
+#undef K_HSUM
+#undef K_ROW_PAIRS
+#undef K_I_VECS

@@ -8,7 +8,8 @@
  * chosen at run time), and the sections of a cascade are interleaved sample by
  * sample so the out-of-order core overlaps them. A lone channel spreads its
  * sections over the lanes instead (a wavefront). The kernels themselves are in
- * signal_simd.h, compiled once per element type and SIMD level. Groups of
+ * signal_simd.h, compiled once per element type and SIMD level; the block
+ * transposes that feed them in signal_transpose.h, once per vector width. Groups of
  * channels are spread over `nthreads` threads. */
 #define TF_INTERNAL
 #include "tensorffi.h"
@@ -347,171 +348,32 @@ ATTR static inline void tf_sos_tr2x128(__m256d r[2]) {
     r[1] = hi;
 }
 
-ATTR static void tf_sos_tload_f32_avx2(const float *x, const tf_sos_group *g, int64_t t0, int64_t T, tf_v8f *buf) {
-    int64_t t = 0;
-    for (; t + 8 <= T; t += 8) {
-        __m256 r[8];
-        for (int l = 0; l < 8; l++) r[l] = _mm256_loadu_ps(x + g->base[l] + t0 + t);
-        tf_sos_tr8_ps(r);
-        for (int k = 0; k < 8; k++) buf[t + k] = (tf_v8f)r[k];
-    }
-    for (; t < T; t++)
-        for (int l = 0; l < 8; l++) buf[t][l] = x[g->base[l] + t0 + t];
-}
-
-ATTR static void tf_sos_tstore_f32_avx2(float *y, const tf_sos_group *g, int64_t t0, int64_t T, const tf_v8f *buf) {
-    int64_t t = 0;
-    for (; t + 8 <= T; t += 8) {
-        __m256 r[8];
-        for (int k = 0; k < 8; k++) r[k] = (__m256)buf[t + k];
-        tf_sos_tr8_ps(r);
-        if (TF_SOS_NT(g, y + g->base[0] + t0 + t, 32))
-            for (int l = 0; l < 8; l++) _mm256_stream_ps(y + g->base[l] + t0 + t, r[l]);
-        else
-            for (int l = 0; l < 8; l++) _mm256_storeu_ps(y + g->base[l] + t0 + t, r[l]);
-    }
-    for (; t < T; t++)
-        for (int l = 0; l < 8; l++) y[g->base[l] + t0 + t] = buf[t][l];
-}
-
-/* complex64 rows: lanes (2r, 2r + 1) hold row r's (re, im); a complex64 is moved
- * as one 64-bit element. */
-ATTR static void tf_sos_tload2_f32_avx2(const float *x, const tf_sos_group *g, int64_t t0, int64_t T, tf_v8f *buf) {
-    int64_t t = 0;
-    for (; t + 4 <= T; t += 4) {
-        __m256d r[4];
-        for (int l = 0; l < 4; l++) r[l] = _mm256_castps_pd(_mm256_loadu_ps(x + g->base[2 * l] + 2 * (t0 + t)));
-        tf_sos_tr4_pd(r);
-        for (int k = 0; k < 4; k++) buf[t + k] = (tf_v8f)_mm256_castpd_ps(r[k]);
-    }
-    for (; t < T; t++)
-        for (int l = 0; l < 8; l++) buf[t][l] = x[g->base[l] + 2 * (t0 + t)];
-}
-
-ATTR static void tf_sos_tstore2_f32_avx2(float *y, const tf_sos_group *g, int64_t t0, int64_t T, const tf_v8f *buf) {
-    int64_t t = 0;
-    for (; t + 4 <= T; t += 4) {
-        __m256d r[4];
-        for (int k = 0; k < 4; k++) r[k] = _mm256_castps_pd((__m256)buf[t + k]);
-        tf_sos_tr4_pd(r);
-        if (TF_SOS_NT(g, y + g->base[0] + 2 * (t0 + t), 32))
-            for (int l = 0; l < 4; l++) _mm256_stream_ps(y + g->base[2 * l] + 2 * (t0 + t), _mm256_castpd_ps(r[l]));
-        else
-            for (int l = 0; l < 4; l++) _mm256_storeu_ps(y + g->base[2 * l] + 2 * (t0 + t), _mm256_castpd_ps(r[l]));
-    }
-    for (; t < T; t++)
-        for (int l = 0; l < 8; l++) y[g->base[l] + 2 * (t0 + t)] = buf[t][l];
-}
-
-ATTR static void tf_sos_tload_f64_avx2(const double *x, const tf_sos_group *g, int64_t t0, int64_t T, tf_v4d *buf) {
-    int64_t t = 0;
-    for (; t + 4 <= T; t += 4) {
-        __m256d r[4];
-        for (int l = 0; l < 4; l++) r[l] = _mm256_loadu_pd(x + g->base[l] + t0 + t);
-        tf_sos_tr4_pd(r);
-        for (int k = 0; k < 4; k++) buf[t + k] = (tf_v4d)r[k];
-    }
-    for (; t < T; t++)
-        for (int l = 0; l < 4; l++) buf[t][l] = x[g->base[l] + t0 + t];
-}
-
-ATTR static void tf_sos_tstore_f64_avx2(double *y, const tf_sos_group *g, int64_t t0, int64_t T, const tf_v4d *buf) {
-    int64_t t = 0;
-    for (; t + 4 <= T; t += 4) {
-        __m256d r[4];
-        for (int k = 0; k < 4; k++) r[k] = (__m256d)buf[t + k];
-        tf_sos_tr4_pd(r);
-        if (TF_SOS_NT(g, y + g->base[0] + t0 + t, 32))
-            for (int l = 0; l < 4; l++) _mm256_stream_pd(y + g->base[l] + t0 + t, r[l]);
-        else
-            for (int l = 0; l < 4; l++) _mm256_storeu_pd(y + g->base[l] + t0 + t, r[l]);
-    }
-    for (; t < T; t++)
-        for (int l = 0; l < 4; l++) y[g->base[l] + t0 + t] = buf[t][l];
-}
-
-/* complex128 rows: two rows per vector, one 128-bit complex each. */
-ATTR static void tf_sos_tload2_f64_avx2(const double *x, const tf_sos_group *g, int64_t t0, int64_t T, tf_v4d *buf) {
-    int64_t t = 0;
-    for (; t + 2 <= T; t += 2) {
-        __m256d r[2];
-        for (int l = 0; l < 2; l++) r[l] = _mm256_loadu_pd(x + g->base[2 * l] + 2 * (t0 + t));
-        tf_sos_tr2x128(r);
-        buf[t] = (tf_v4d)r[0];
-        buf[t + 1] = (tf_v4d)r[1];
-    }
-    for (; t < T; t++)
-        for (int l = 0; l < 4; l++) buf[t][l] = x[g->base[l] + 2 * (t0 + t)];
-}
-
-ATTR static void tf_sos_tstore2_f64_avx2(double *y, const tf_sos_group *g, int64_t t0, int64_t T, const tf_v4d *buf) {
-    int64_t t = 0;
-    for (; t + 2 <= T; t += 2) {
-        __m256d r[2] = {(__m256d)buf[t], (__m256d)buf[t + 1]};
-        tf_sos_tr2x128(r);
-        if (TF_SOS_NT(g, y + g->base[0] + 2 * (t0 + t), 32))
-            for (int l = 0; l < 2; l++) _mm256_stream_pd(y + g->base[2 * l] + 2 * (t0 + t), r[l]);
-        else
-            for (int l = 0; l < 2; l++) _mm256_storeu_pd(y + g->base[2 * l] + 2 * (t0 + t), r[l]);
-    }
-    for (; t < T; t++)
-        for (int l = 0; l < 4; l++) y[g->base[l] + 2 * (t0 + t)] = buf[t][l];
-}
-
-/* float32 rows, float64 lanes: widen 4 samples of each row, then transpose. */
-ATTR static void tf_sos_tload_f32d_avx2(const float *x, const tf_sos_group *g, int64_t t0, int64_t T, tf_v4d *buf) {
-    int64_t t = 0;
-    for (; t + 4 <= T; t += 4) {
-        __m256d r[4];
-        for (int l = 0; l < 4; l++) r[l] = _mm256_cvtps_pd(_mm_loadu_ps(x + g->base[l] + t0 + t));
-        tf_sos_tr4_pd(r);
-        for (int k = 0; k < 4; k++) buf[t + k] = (tf_v4d)r[k];
-    }
-    for (; t < T; t++)
-        for (int l = 0; l < 4; l++) buf[t][l] = x[g->base[l] + t0 + t];
-}
-
-ATTR static void tf_sos_tstore_f32d_avx2(float *y, const tf_sos_group *g, int64_t t0, int64_t T, const tf_v4d *buf) {
-    int64_t t = 0;
-    for (; t + 4 <= T; t += 4) {
-        __m256d r[4];
-        for (int k = 0; k < 4; k++) r[k] = (__m256d)buf[t + k];
-        tf_sos_tr4_pd(r);
-        if (TF_SOS_NT(g, y + g->base[0] + t0 + t, 16))
-            for (int l = 0; l < 4; l++) _mm_stream_ps(y + g->base[l] + t0 + t, _mm256_cvtpd_ps(r[l]));
-        else
-            for (int l = 0; l < 4; l++) _mm_storeu_ps(y + g->base[l] + t0 + t, _mm256_cvtpd_ps(r[l]));
-    }
-    for (; t < T; t++)
-        for (int l = 0; l < 4; l++) y[g->base[l] + t0 + t] = (float)buf[t][l];
-}
-
-ATTR static void tf_sos_tload2_f32d_avx2(const float *x, const tf_sos_group *g, int64_t t0, int64_t T, tf_v4d *buf) {
-    int64_t t = 0;
-    for (; t + 2 <= T; t += 2) {
-        __m256d r[2];
-        for (int l = 0; l < 2; l++) r[l] = _mm256_cvtps_pd(_mm_loadu_ps(x + g->base[2 * l] + 2 * (t0 + t)));
-        tf_sos_tr2x128(r);
-        buf[t] = (tf_v4d)r[0];
-        buf[t + 1] = (tf_v4d)r[1];
-    }
-    for (; t < T; t++)
-        for (int l = 0; l < 4; l++) buf[t][l] = x[g->base[l] + 2 * (t0 + t)];
-}
-
-ATTR static void tf_sos_tstore2_f32d_avx2(float *y, const tf_sos_group *g, int64_t t0, int64_t T, const tf_v4d *buf) {
-    int64_t t = 0;
-    for (; t + 2 <= T; t += 2) {
-        __m256d r[2] = {(__m256d)buf[t], (__m256d)buf[t + 1]};
-        tf_sos_tr2x128(r);
-        if (TF_SOS_NT(g, y + g->base[0] + 2 * (t0 + t), 16))
-            for (int l = 0; l < 2; l++) _mm_stream_ps(y + g->base[2 * l] + 2 * (t0 + t), _mm256_cvtpd_ps(r[l]));
-        else
-            for (int l = 0; l < 2; l++) _mm_storeu_ps(y + g->base[2 * l] + 2 * (t0 + t), _mm256_cvtpd_ps(r[l]));
-    }
-    for (; t < T; t++)
-        for (int l = 0; l < 4; l++) y[g->base[l] + 2 * (t0 + t)] = (float)buf[t][l];
-}
+/* The block transposes (signal_transpose.h) at this width. */
+#define TR_SFX avx2
+#define TR_BYTES 32
+#define TR_VF tf_v8f
+#define TR_VD tf_v4d
+#define TR_NF 8
+#define TR_ND 4
+#define TR_PS __m256
+#define TR_PD __m256d
+#define TR_LOADU_PS _mm256_loadu_ps
+#define TR_STOREU_PS _mm256_storeu_ps
+#define TR_STREAM_PS _mm256_stream_ps
+#define TR_LOADU_PD _mm256_loadu_pd
+#define TR_STOREU_PD _mm256_storeu_pd
+#define TR_STREAM_PD _mm256_stream_pd
+#define TR_LOADU_HPS _mm_loadu_ps
+#define TR_STOREU_HPS _mm_storeu_ps
+#define TR_STREAM_HPS _mm_stream_ps
+#define TR_CASTPS_PD _mm256_castps_pd
+#define TR_CASTPD_PS _mm256_castpd_ps
+#define TR_CVTPS_PD _mm256_cvtps_pd
+#define TR_CVTPD_PS _mm256_cvtpd_ps
+#define TR_TRANSPOSE_PS tf_sos_tr8_ps
+#define TR_TRANSPOSE_PD tf_sos_tr4_pd
+#define TR_TRANSPOSE_PAIRS tf_sos_tr2x128
+#include "signal_transpose.h"
 
 /* The wavefront's step: lanes move up by one, the new sample enters lane 0. */
 ATTR static inline tf_v4d tf_sos_shift_v4d(tf_v4d prev, double xk) {
@@ -662,167 +524,35 @@ ATTR static inline void tf_sos_tr16_ps512(__m512 r[16]) {
     }
 }
 
-ATTR static void tf_sos_tload_f32_avx512(const float *x, const tf_sos_group *g, int64_t t0, int64_t T, tf_v16f *buf) {
-    int64_t t = 0;
-    for (; t + 16 <= T; t += 16) {
-        __m512 r[16];
-        for (int l = 0; l < 16; l++) r[l] = _mm512_loadu_ps(x + g->base[l] + t0 + t);
-        tf_sos_tr16_ps512(r);
-        for (int k = 0; k < 16; k++) buf[t + k] = (tf_v16f)r[k];
-    }
-    for (; t < T; t++)
-        for (int l = 0; l < 16; l++) buf[t][l] = x[g->base[l] + t0 + t];
-}
+/* 4x4 transpose of 128-bit pairs, on an array (signal_transpose.h's form). */
+ATTR static inline void tf_sos_tr4x128_pd512(__m512d r[4]) { tf_sos_tr4x128(&r[0], &r[1], &r[2], &r[3]); }
 
-ATTR static void tf_sos_tstore_f32_avx512(float *y, const tf_sos_group *g, int64_t t0, int64_t T, const tf_v16f *buf) {
-    int64_t t = 0;
-    for (; t + 16 <= T; t += 16) {
-        __m512 r[16];
-        for (int k = 0; k < 16; k++) r[k] = (__m512)buf[t + k];
-        tf_sos_tr16_ps512(r);
-        if (TF_SOS_NT(g, y + g->base[0] + t0 + t, 64))
-            for (int l = 0; l < 16; l++) _mm512_stream_ps(y + g->base[l] + t0 + t, r[l]);
-        else
-            for (int l = 0; l < 16; l++) _mm512_storeu_ps(y + g->base[l] + t0 + t, r[l]);
-    }
-    for (; t < T; t++)
-        for (int l = 0; l < 16; l++) y[g->base[l] + t0 + t] = buf[t][l];
-}
-
-ATTR static void tf_sos_tload2_f32_avx512(const float *x, const tf_sos_group *g, int64_t t0, int64_t T, tf_v16f *buf) {
-    int64_t t = 0;
-    for (; t + 8 <= T; t += 8) {
-        __m512d r[8];
-        for (int l = 0; l < 8; l++) r[l] = _mm512_castps_pd(_mm512_loadu_ps(x + g->base[2 * l] + 2 * (t0 + t)));
-        tf_sos_tr8_pd512(r);
-        for (int k = 0; k < 8; k++) buf[t + k] = (tf_v16f)_mm512_castpd_ps(r[k]);
-    }
-    for (; t < T; t++)
-        for (int l = 0; l < 16; l++) buf[t][l] = x[g->base[l] + 2 * (t0 + t)];
-}
-
-ATTR static void tf_sos_tstore2_f32_avx512(float *y, const tf_sos_group *g, int64_t t0, int64_t T, const tf_v16f *buf) {
-    int64_t t = 0;
-    for (; t + 8 <= T; t += 8) {
-        __m512d r[8];
-        for (int k = 0; k < 8; k++) r[k] = _mm512_castps_pd((__m512)buf[t + k]);
-        tf_sos_tr8_pd512(r);
-        if (TF_SOS_NT(g, y + g->base[0] + 2 * (t0 + t), 64))
-            for (int l = 0; l < 8; l++) _mm512_stream_ps(y + g->base[2 * l] + 2 * (t0 + t), _mm512_castpd_ps(r[l]));
-        else
-            for (int l = 0; l < 8; l++) _mm512_storeu_ps(y + g->base[2 * l] + 2 * (t0 + t), _mm512_castpd_ps(r[l]));
-    }
-    for (; t < T; t++)
-        for (int l = 0; l < 16; l++) y[g->base[l] + 2 * (t0 + t)] = buf[t][l];
-}
-
-ATTR static void tf_sos_tload_f64_avx512(const double *x, const tf_sos_group *g, int64_t t0, int64_t T, tf_v8d *buf) {
-    int64_t t = 0;
-    for (; t + 8 <= T; t += 8) {
-        __m512d r[8];
-        for (int l = 0; l < 8; l++) r[l] = _mm512_loadu_pd(x + g->base[l] + t0 + t);
-        tf_sos_tr8_pd512(r);
-        for (int k = 0; k < 8; k++) buf[t + k] = (tf_v8d)r[k];
-    }
-    for (; t < T; t++)
-        for (int l = 0; l < 8; l++) buf[t][l] = x[g->base[l] + t0 + t];
-}
-
-ATTR static void tf_sos_tstore_f64_avx512(double *y, const tf_sos_group *g, int64_t t0, int64_t T, const tf_v8d *buf) {
-    int64_t t = 0;
-    for (; t + 8 <= T; t += 8) {
-        __m512d r[8];
-        for (int k = 0; k < 8; k++) r[k] = (__m512d)buf[t + k];
-        tf_sos_tr8_pd512(r);
-        if (TF_SOS_NT(g, y + g->base[0] + t0 + t, 64))
-            for (int l = 0; l < 8; l++) _mm512_stream_pd(y + g->base[l] + t0 + t, r[l]);
-        else
-            for (int l = 0; l < 8; l++) _mm512_storeu_pd(y + g->base[l] + t0 + t, r[l]);
-    }
-    for (; t < T; t++)
-        for (int l = 0; l < 8; l++) y[g->base[l] + t0 + t] = buf[t][l];
-}
-
-ATTR static void tf_sos_tload2_f64_avx512(const double *x, const tf_sos_group *g, int64_t t0, int64_t T, tf_v8d *buf) {
-    int64_t t = 0;
-    for (; t + 4 <= T; t += 4) {
-        __m512d r[4];
-        for (int l = 0; l < 4; l++) r[l] = _mm512_loadu_pd(x + g->base[2 * l] + 2 * (t0 + t));
-        tf_sos_tr4x128(&r[0], &r[1], &r[2], &r[3]);
-        for (int k = 0; k < 4; k++) buf[t + k] = (tf_v8d)r[k];
-    }
-    for (; t < T; t++)
-        for (int l = 0; l < 8; l++) buf[t][l] = x[g->base[l] + 2 * (t0 + t)];
-}
-
-ATTR static void tf_sos_tstore2_f64_avx512(double *y, const tf_sos_group *g, int64_t t0, int64_t T, const tf_v8d *buf) {
-    int64_t t = 0;
-    for (; t + 4 <= T; t += 4) {
-        __m512d r[4];
-        for (int k = 0; k < 4; k++) r[k] = (__m512d)buf[t + k];
-        tf_sos_tr4x128(&r[0], &r[1], &r[2], &r[3]);
-        if (TF_SOS_NT(g, y + g->base[0] + 2 * (t0 + t), 64))
-            for (int l = 0; l < 4; l++) _mm512_stream_pd(y + g->base[2 * l] + 2 * (t0 + t), r[l]);
-        else
-            for (int l = 0; l < 4; l++) _mm512_storeu_pd(y + g->base[2 * l] + 2 * (t0 + t), r[l]);
-    }
-    for (; t < T; t++)
-        for (int l = 0; l < 8; l++) y[g->base[l] + 2 * (t0 + t)] = buf[t][l];
-}
-
-ATTR static void tf_sos_tload_f32d_avx512(const float *x, const tf_sos_group *g, int64_t t0, int64_t T, tf_v8d *buf) {
-    int64_t t = 0;
-    for (; t + 8 <= T; t += 8) {
-        __m512d r[8];
-        for (int l = 0; l < 8; l++) r[l] = _mm512_cvtps_pd(_mm256_loadu_ps(x + g->base[l] + t0 + t));
-        tf_sos_tr8_pd512(r);
-        for (int k = 0; k < 8; k++) buf[t + k] = (tf_v8d)r[k];
-    }
-    for (; t < T; t++)
-        for (int l = 0; l < 8; l++) buf[t][l] = x[g->base[l] + t0 + t];
-}
-
-ATTR static void tf_sos_tstore_f32d_avx512(float *y, const tf_sos_group *g, int64_t t0, int64_t T, const tf_v8d *buf) {
-    int64_t t = 0;
-    for (; t + 8 <= T; t += 8) {
-        __m512d r[8];
-        for (int k = 0; k < 8; k++) r[k] = (__m512d)buf[t + k];
-        tf_sos_tr8_pd512(r);
-        if (TF_SOS_NT(g, y + g->base[0] + t0 + t, 32))
-            for (int l = 0; l < 8; l++) _mm256_stream_ps(y + g->base[l] + t0 + t, _mm512_cvtpd_ps(r[l]));
-        else
-            for (int l = 0; l < 8; l++) _mm256_storeu_ps(y + g->base[l] + t0 + t, _mm512_cvtpd_ps(r[l]));
-    }
-    for (; t < T; t++)
-        for (int l = 0; l < 8; l++) y[g->base[l] + t0 + t] = (float)buf[t][l];
-}
-
-ATTR static void tf_sos_tload2_f32d_avx512(const float *x, const tf_sos_group *g, int64_t t0, int64_t T, tf_v8d *buf) {
-    int64_t t = 0;
-    for (; t + 4 <= T; t += 4) {
-        __m512d r[4];
-        for (int l = 0; l < 4; l++) r[l] = _mm512_cvtps_pd(_mm256_loadu_ps(x + g->base[2 * l] + 2 * (t0 + t)));
-        tf_sos_tr4x128(&r[0], &r[1], &r[2], &r[3]);
-        for (int k = 0; k < 4; k++) buf[t + k] = (tf_v8d)r[k];
-    }
-    for (; t < T; t++)
-        for (int l = 0; l < 8; l++) buf[t][l] = x[g->base[l] + 2 * (t0 + t)];
-}
-
-ATTR static void tf_sos_tstore2_f32d_avx512(float *y, const tf_sos_group *g, int64_t t0, int64_t T, const tf_v8d *buf) {
-    int64_t t = 0;
-    for (; t + 4 <= T; t += 4) {
-        __m512d r[4];
-        for (int k = 0; k < 4; k++) r[k] = (__m512d)buf[t + k];
-        tf_sos_tr4x128(&r[0], &r[1], &r[2], &r[3]);
-        if (TF_SOS_NT(g, y + g->base[0] + 2 * (t0 + t), 32))
-            for (int l = 0; l < 4; l++) _mm256_stream_ps(y + g->base[2 * l] + 2 * (t0 + t), _mm512_cvtpd_ps(r[l]));
-        else
-            for (int l = 0; l < 4; l++) _mm256_storeu_ps(y + g->base[2 * l] + 2 * (t0 + t), _mm512_cvtpd_ps(r[l]));
-    }
-    for (; t < T; t++)
-        for (int l = 0; l < 8; l++) y[g->base[l] + 2 * (t0 + t)] = (float)buf[t][l];
-}
+/* The block transposes (signal_transpose.h) at this width. */
+#define TR_SFX avx512
+#define TR_BYTES 64
+#define TR_VF tf_v16f
+#define TR_VD tf_v8d
+#define TR_NF 16
+#define TR_ND 8
+#define TR_PS __m512
+#define TR_PD __m512d
+#define TR_LOADU_PS _mm512_loadu_ps
+#define TR_STOREU_PS _mm512_storeu_ps
+#define TR_STREAM_PS _mm512_stream_ps
+#define TR_LOADU_PD _mm512_loadu_pd
+#define TR_STOREU_PD _mm512_storeu_pd
+#define TR_STREAM_PD _mm512_stream_pd
+#define TR_LOADU_HPS _mm256_loadu_ps
+#define TR_STOREU_HPS _mm256_storeu_ps
+#define TR_STREAM_HPS _mm256_stream_ps
+#define TR_CASTPS_PD _mm512_castps_pd
+#define TR_CASTPD_PS _mm512_castpd_ps
+#define TR_CVTPS_PD _mm512_cvtps_pd
+#define TR_CVTPD_PS _mm512_cvtpd_ps
+#define TR_TRANSPOSE_PS tf_sos_tr16_ps512
+#define TR_TRANSPOSE_PD tf_sos_tr8_pd512
+#define TR_TRANSPOSE_PAIRS tf_sos_tr4x128_pd512
+#include "signal_transpose.h"
 
 ATTR static inline tf_v8d tf_sos_shift_v8d(tf_v8d prev, double xk) {
     return (tf_v8d)_mm512_castsi512_pd(

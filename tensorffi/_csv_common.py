@@ -34,7 +34,7 @@ from .errors import (
 if TYPE_CHECKING:
     import torch
 
-# Bound native functions (csrc/parse.c; declarations in csrc/tensorffi.h, section "parse").
+# Bound native functions (csrc/parse*.c; declared in cdefs/parse.h).
 _record = native("tf_parse_record", "data: [n]; spans: out [max_fields, 3]; info: out [4]; errinfo: out [5]")
 _count = native("tf_parse_count", "data: [n]; chunks: out [nchunks, 4]; total_rows: out [1]")
 _FILL_CONTRACT = "data: [n]; chunks: [nchunks, 4]; colmap: [ncols_in]; out: out [rows, cols]; errinfo: out [5]"
@@ -129,7 +129,7 @@ def _dedup(names: list[str]) -> list[str]:
 
 class _ReaderOptions:
     """na_values, keep_default_na, thousands and decimal, checked, and the options string
-    the _x kernels read (tf_xopts in csrc/parse.c). ``integer``: for an int32/int64
+    the _x kernels read (tf_xopts in csrc/parse_internal.h). ``integer``: for an int32/int64
     table, where NaN spellings are NA words like the others (pandas' default words
     include them; a float reads them as NaN already) and only ``[+-]digits`` words look
     like numbers."""

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Streaming CSV: :func:`iter_csv` (a C parser behind a :class:`tensorffi.Handle`,
 fed blocks of a file, pipe or compressed stream and writing whole rows;
-csrc/parse_stream.h), read_csv's reading of inputs without a size, and
+csrc/parse_stream.c), read_csv's reading of inputs without a size, and
 :class:`CSVDataset`'s byte ranges for DataLoader workers. Public through
 tensorffi.io; built on _csv_common."""
 from __future__ import annotations
@@ -157,7 +157,7 @@ _ITEMSIZE = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2, "i32": 4, "i64": 8}
 
 
 class _StreamFns:
-    """The native stream functions (csrc/parse_stream.h), bound on first use."""
+    """The native stream functions (csrc/parse_stream.c), bound on first use."""
 
     def __init__(self) -> None:
         self.open = native("tf_parse_stream_open", "out: out handle(tf_parse_stream_close)")

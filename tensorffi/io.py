@@ -18,7 +18,7 @@ a device, a ``/proc`` file whose stat size is 0, a GzipFile) are streamed throug
 :func:`iter_csv`'s parser, never taken for empty. A memory-mapped file that another process truncates while it is
 parsed, or a source tensor whose storage is freed meanwhile, is a
 :class:`tensorffi.errors.NativeIOError` (an ``OSError``), not a crash: C reads the
-input under a SIGBUS/SIGSEGV guard (see csrc/parse.c), and a tensor source's
+input under a SIGBUS/SIGSEGV guard (see csrc/parse_guard.c), and a tensor source's
 storage is held for the call and checked after every progress report.
 
 How it works: inputs up to 256 KiB (without ``usecols`` or ``progress``) are parsed
@@ -37,7 +37,7 @@ and ``tensorffi.core.lib.tf_parse_simd()`` reports the one in use.
 Streams: :func:`iter_csv` reads the same tables in chunks of rows, with memory
 bounded by the chunk, from files, pipes and compressed streams read block by block
 (a C parser behind a :class:`tensorffi.Handle`, fed blocks and writing whole rows;
-csrc/parse_stream.h); :class:`CSVDataset` shares a file out between DataLoader
+csrc/parse_stream.c); :class:`CSVDataset` shares a file out between DataLoader
 workers by byte ranges cut at record boundaries.
 
 >>> import tensorffi.io

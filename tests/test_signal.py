@@ -253,6 +253,38 @@ def test_every_simd_level(monkeypatch, simd, rng):
             assert rel_err(x.grad, ref) <= tol
 
 
+
+@pytest.mark.parametrize("simd", ["scalar", "avx2", "avx512"])
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_large_outputs_stream_past_the_caches(monkeypatch, simd, kind, rng):
+    """Outputs of at least 8 MB whose lanes read rows (the transposes) are written
+    with non-temporal stores (TF_SOS_NT_BYTES in signal.c; rows a multiple of 64 bytes
+    long, outputs 64-byte aligned): every element kind, real and complex rows, against
+    SciPy, on each SIMD level this CPU has."""
+    if _cpu_simd(monkeypatch) < SIMD_LEVELS[simd]:
+        pytest.skip("CPU lacks AVX-512" if simd == "avx512" else "CPU lacks AVX2")
+    monkeypatch.setenv("TENSORFFI_SIMD", simd)
+    # f32 arithmetic, f32 data in f64 arithmetic (poles near the unit circle), f64
+    designs = {"f32": ss.butter(4, 0.2, output="sos"), "f32d": ss.butter(4, 0.02, output="sos")}
+    cases = [(np.float32, "f32"), (np.float32, "f32d"), (np.float64, "f32"), (np.complex64, "f32"),
+             (np.complex64, "f32d"), (np.complex128, "f32")]
+    for dtype, design in cases:
+        sos = designs[design]
+        rows = 24  # 1.5 groups of 16 lanes, or 3 of 8: full and partial groups
+        n = (10 << 20) // (rows * np.dtype(dtype).itemsize) // 64 * 64  # ~10 MB, rows of 64-byte multiples
+        x = rng.standard_normal((rows, n))
+        if np.dtype(dtype).kind == "c":
+            x = x + 1j * rng.standard_normal((rows, n))
+        xd = x.astype(dtype)
+        y = to_numpy(tsig.sosfilt(sos, as_kind(xd, kind), dtype=dtype))
+        assert y.dtype == dtype
+        ref = ss.sosfilt(sos, xd.astype(np.complex128 if np.dtype(dtype).kind == "c" else np.float64))
+        if dtype in (np.float64, np.complex128):
+            assert_array_equal(y, ref)  # SciPy's operations, bitwise
+        else:
+            assert rel_err(y, ref) <= 1e-5, (dtype, design)
+
+
 def test_default_simd_level_is_one_this_cpu_has(monkeypatch):
     cpu = _cpu_simd(monkeypatch)
     assert 0 <= lib.tf_signal_simd() <= cpu

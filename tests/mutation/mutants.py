@@ -186,7 +186,7 @@ MUTANTS: list[Mutant] = [
     # ---- C: CSV parsing (parse; under rewrite) ---- #
     Mutant(
         "parse-quote-only-right-after-delimiter",
-        "csrc/parse.c",
+        "csrc/parse_syntax.c",
         "        if (c == '\"') {\n            p = tf_quote_close(sx, p + 1);\n            if (!p) return sx->end;\n            continue;\n        }\n",
         "        if (c == '\"' && (p == sx->data || p[-1] == (uint8_t)sx->delim || p[-1] == '\\n' || p[-1] == '\\r')) {\n"
         "            p = tf_quote_close(sx, p + 1);\n            if (!p) return sx->end;\n            continue;\n        }\n"
@@ -197,7 +197,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "parse-crlf-counted-twice",
-        "csrc/parse.c",
+        "csrc/parse_syntax.c",
         "        if (*p == '\\n' || (*p == '\\r' && !(p + 1 < sx->end && p[1] == '\\n'))) {",
         "        if (*p == '\\n' || *p == '\\r') {",
         "ParseError in a CRLF file names twice the real line",
@@ -206,7 +206,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "parse-bom-is-a-column",
-        "csrc/parse.c",
+        "csrc/parse_syntax.c",
         "        ls = data + 3; /* the byte order mark is not a column */",
         "        ls = data; /* the byte order mark is not a column */",
         "ParseError on the first line of a file with a BOM names the wrong column",
@@ -215,7 +215,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "parse-reciprocal-power-of-ten",
-        "csrc/parse.c",
+        "csrc/parse_number.h",
         "        double d = (double)w; /* exact, and so is 10^|q|: one rounding */\n"
         "        d = q < 0 ? d / tf_p10_f64[-q] : d * tf_p10_f64[q];",
         "        double d = (double)w; /* exact, and so is 10^|q|: one rounding */\n"
@@ -226,7 +226,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "parse-int-bound-off-by-one",
-        "csrc/parse.c",
+        "csrc/parse_number.h",
         "    if (__builtin_expect(w > max + (uint64_t)neg, 0)) return 0;",
         "    if (__builtin_expect(w > max + 1, 0)) return 0;",
         "int64 9223372036854775808 read as -9223372036854775808 (int32 2147483648 as -2147483648): silently wrapped",
@@ -235,11 +235,20 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "parse-int-vector-twenty-digits",
-        "csrc/parse.c",
-        "    if (__builtin_expect(len >= 32 || nd == 0 || nd > 19, 0)) return NULL;",
-        "    if (__builtin_expect(len >= 32 || nd == 0 || nd > 20, 0)) return NULL;",
+        "csrc/parse_number.h",
+        "        if (__builtin_expect(len >= 32 || nd == 0 || nd > 19 || _mm_popcnt_u64(dotm & fm) > dot, 0)) return NULL;",
+        "        if (__builtin_expect(len >= 32 || nd == 0 || nd > 20 || _mm_popcnt_u64(dotm & fm) > dot, 0)) return NULL;",
         "20-digit integers wrap modulo 2^64 in the vector reader: 18446744073709551621 read as 5",
         ("tests/test_io_int.py", "-k", "never_wraps or vector or hypothesis"),
+        "parse",
+    ),
+    Mutant(
+        "parse-vector-count-forgets-last-byte",
+        "csrc/parse_syntax.c",
+        "    st->prev_content = content >> 63;",
+        "    st->prev_content = 0;",
+        "a record whose line end opens a 64-byte block is not counted by the vector record counter: rows lost",
+        ("tests/test_io.py",),
         "parse",
     ),
     # ---- C: IIR filtering (signal; under rewrite) ---- #
@@ -259,6 +268,15 @@ MUTANTS: list[Mutant] = [
         '#define SFX f64_avx2\n#define EXACT 1\n#define IO double\n#define CT double\n#define VT tf_v4d\n#define NL 4\n#define VFMA(a, b, c) ((tf_v4d)_mm256_fmsub_pd((__m256d)(a), (__m256d)(b), (__m256d)(c)))',
         "wrong float64 gradients of sosfilt on AVX2 CPUs (the backward's FMA sign flipped; the forward is unfused)",
         (REGRESSIONS + "::test_sosfilt_gradient_at_every_simd_level",),
+        "signal",
+    ),
+    Mutant(
+        "signal-streamed-store-one-row",
+        "csrc/signal_transpose.h",
+        "            for (int l = 0; l < TR_NF; l++) TR_STREAM_PS(TR_ROW(y, l), r[l]);",
+        "            for (int l = 0; l < TR_NF; l++) TR_STREAM_PS(TR_ROW(y, 0), r[l]);",
+        "large float32 outputs (the non-temporal store path) get every lane's samples in the first row",
+        ("tests/test_signal.py", "-k", "large_outputs"),
         "signal",
     ),
     Mutant(

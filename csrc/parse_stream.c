@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* parse_stream.h — streaming CSV (tensorffi.io.iter_csv), included by parse.c: it uses
- * the tokenizer, the field loop (parse_fill.h) and the error reports defined there.
+/* parse_stream.c — streaming CSV (tensorffi.io.iter_csv): the tokenizer and the error
+ * reports of parse_syntax.c, and the single-pass field loop of parse.c (parse_fill.h).
  *
  * A tf_parse_stream is a parser that outlives the call: Python feeds it byte blocks in
  * order (tf_parse_stream_feed copies them into a buffer the stream owns), and asks for
@@ -29,8 +29,10 @@
  * tf_parse_bounds cuts a file's data region between readers at record boundaries, the
  * way pass 1 (tf_parse_count) resolves its chunks: quote-aware, from the data start.
  */
-#ifndef TF_PARSE_STREAM_IN_PARSE_C
-#define TF_PARSE_STREAM_IN_PARSE_C
+#define _GNU_SOURCE
+#define TF_INTERNAL
+#include "parse_internal.h"
+#include "parse_number.h"
 
 #define TF_STREAM_MIN_CAP (64 << 10)
 #define TF_STREAM_SHRINK (8 << 20) /* above this, a buffer grown for a long record shrinks back */
@@ -523,4 +525,3 @@ int tf_parse_bounds(const uint8_t *data, int64_t n, int64_t start, int delimiter
     return TF_OK;
 }
 
-#endif /* TF_PARSE_STREAM_IN_PARSE_C */
