@@ -323,6 +323,39 @@ __attribute__((noinline, cold)) static int tf_fail_fields(const tf_syntax *sx, c
     return tf_fail(err, TF_PE_FIELDS, sx, rec, rec, re, found, want);
 }
 
+/* A comment after the last field at p: check it; returns the next line's start. */
+__attribute__((noinline, cold)) static const uint8_t *tf_trailing_comment(const tf_syntax *sx, const uint8_t *p,
+                                                                          tf_perr *err) {
+    const uint8_t *e = tf_find4(sx, p, sx->end, '\n', '\r', '\n', '\n');
+    const uint8_t *bad = tf_utf8_bad(p, e);
+    if (bad) {
+        tf_fail(err, *bad ? TF_PE_UTF8 : TF_PE_NUL, sx, bad, p, e, 0, 0);
+        return NULL;
+    }
+    return e < sx->end ? tf_after_eol(sx, e) : e;
+}
+
+/* The record at rec (`want` fields expected) has a value that is not of its column's
+ * type, or too many fields: what to report, in the peers' order (pandas and NumPy
+ * tokenize a record, count its fields, then convert them). Its first syntax error,
+ * field by field as tf_field finds them (a quote error, a NUL byte or invalid UTF-8),
+ * or one in its trailing comment; else a wrong number of fields. -1 with *err filled,
+ * or 0 if neither: the caller reports the value. */
+__attribute__((noinline, cold)) static int tf_fail_record(const tf_syntax *sx, const uint8_t *rec, int64_t want,
+                                                          tf_perr *err) {
+    const uint8_t *p = rec;
+    int64_t nf = 0;
+    do {
+        const uint8_t *cb, *ce;
+        int flags;
+        p = tf_field(sx, tf_skip_blanks(sx, p), &cb, &ce, &flags, err);
+        if (!p) return -1;
+        nf++;
+    } while (tf_next_field(sx, &p));
+    if (p < sx->end && *p == sx->comment && !tf_trailing_comment(sx, p, err)) return -1;
+    return nf == want ? 0 : tf_fail_fields(sx, rec, nf, want, err);
+}
+
 /* The field at fs (field j, 0-based, of the record at rec) that the plain reader could not read: under the
  * options (an NA word, a decimal comma...) or between Unicode blanks, its value (or
  * `missing`) in *v and the byte after it (a delimiter, line end, comment or the
@@ -334,17 +367,14 @@ __attribute__((noinline, cold)) static const uint8_t *tf_rescue(const tf_fill_ct
     const uint8_t *te = tf_token_end(sx, fs);
     int r = memchr(fs, '"', (size_t)(te - fs)) ? -1 : tf_value_x(sx, fs, te, dt, v);
     if (r < 0) {
-        /* a record (starting at rec) with the wrong number of fields says so first */
-        int64_t nf = tf_utf8_bad(fs, te) ? fc->ncols_in : tf_count_fields(sx, rec, 0);
-        if (nf != fc->ncols_in) tf_fail_fields(sx, rec, nf, fc->ncols_in, err);
-        else tf_fail_field(sx, fs, j, dt, err);
+        if (!tf_fail_record(sx, rec, fc->ncols_in, err)) tf_fail_field(sx, fs, j, dt, err);
         return NULL;
     }
     if (r == 0) {
         if (TF_IS_INT(dt) && !fc->fill) {
             const uint8_t *t = te;
             while (t > fs && tf_blank(sx, t[-1])) t--;
-            tf_fail_missing(sx, rec, fs, t, j, dt, err);
+            if (!tf_fail_record(sx, rec, fc->ncols_in, err)) tf_fail_missing(sx, rec, fs, t, j, dt, err);
             return NULL;
         }
         *v = fc->missing;
@@ -379,7 +409,7 @@ __attribute__((noinline)) static const uint8_t *tf_fill_field_slow(const tf_fill
     while (t > s && tf_blank(sx, t[-1])) t--;
     tf_val v = fc->missing;
     if (s == t && TF_IS_INT(dt) && !fc->fill) {
-        tf_fail_missing(sx, rec, fs, close, j, dt, err);
+        if (!tf_fail_record(sx, rec, fc->ncols_in, err)) tf_fail_missing(sx, rec, fs, close, j, dt, err);
         return NULL;
     }
     if (s != t) {
@@ -394,12 +424,12 @@ __attribute__((noinline)) static const uint8_t *tf_fill_field_slow(const tf_fill
         } else {
             int r = tf_value_x(sx, s, t, dt, &v);
             if (r < 0) {
-                tf_fail_token(err, sx, fs, close, j + 1, dt);
+                if (!tf_fail_record(sx, rec, fc->ncols_in, err)) tf_fail_token(err, sx, fs, close, j + 1, dt);
                 return NULL;
             }
             if (r == 0) {
                 if (TF_IS_INT(dt) && !fc->fill) {
-                    tf_fail_missing(sx, rec, fs, close, j, dt, err);
+                    if (!tf_fail_record(sx, rec, fc->ncols_in, err)) tf_fail_missing(sx, rec, fs, close, j, dt, err);
                     return NULL;
                 }
                 v = fc->missing;
@@ -413,18 +443,6 @@ __attribute__((noinline)) static const uint8_t *tf_fill_field_slow(const tf_fill
         return NULL;
     }
     return p;
-}
-
-/* A comment after the last field at p: check it; returns the next line's start. */
-__attribute__((noinline, cold)) static const uint8_t *tf_trailing_comment(const tf_syntax *sx, const uint8_t *p,
-                                                                          tf_perr *err) {
-    const uint8_t *e = tf_find4(sx, p, sx->end, '\n', '\r', '\n', '\n');
-    const uint8_t *bad = tf_utf8_bad(p, e);
-    if (bad) {
-        tf_fail(err, *bad ? TF_PE_UTF8 : TF_PE_NUL, sx, bad, p, e, 0, 0);
-        return NULL;
-    }
-    return e < sx->end ? tf_after_eol(sx, e) : e;
 }
 
 typedef struct {

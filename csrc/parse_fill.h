@@ -173,8 +173,8 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
 #endif
             if (!ws)
                 while (p < E && TF_BLANK(*p)) p++;
-            if (__builtin_expect(j >= ncols_in, 0))
-                return tf_fail_fields(sx, rec, tf_count_fields(sx, p, j), ncols_in, err);
+            if (__builtin_expect(j >= ncols_in, 0)) /* too many fields, or a syntax error before that */
+                return tf_fail_record(sx, rec, ncols_in, err) ? -1 : tf_fail(err, TF_PE_INTERNAL, sx, p, p, p, 0, 0);
             const int64_t col = colmap[j];
             if (xfast && col >= 0 && (p >= E || *p != '"')) {
                 tf_val v;
@@ -211,7 +211,8 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
                         while (p < E && TF_BLANK(*p)) p++;
                     }
                 } else if (!ws && (p == E || *p == delim || *p == '\n' || *p == '\r' || *p == comment)) {
-                    if (TF_IS_INT(dt) && !fc->fill) return tf_fail_missing(sx, rec, p, p, j, dt, err);
+                    if (TF_IS_INT(dt) && !fc->fill)
+                        return tf_fail_record(sx, rec, ncols_in, err) ? -1 : tf_fail_missing(sx, rec, p, p, j, dt, err);
                     v = missing; /* an empty field (under ws there are none: p is at a token) */
                 } else { /* not a number: an NA word, Unicode blanks, or an error */
                     p = tf_rescue(fc, rec, p, j, dt, &v, err);
@@ -258,7 +259,7 @@ static inline __attribute__((always_inline)) TF_FILL_TARGET int TF_FN(tf_fill_ch
                 tf_store(out, base + col, dt, v);
                 goto after_field;
             }
-            return tf_fail_field(sx, fs, j - 1, dt, err);
+            return tf_fail_record(sx, rec, ncols_in, err) ? -1 : tf_fail_field(sx, fs, j - 1, dt, err);
         }
         if (__builtin_expect(j != ncols_in, 0)) return tf_fail_fields(sx, rec, j, ncols_in, err);
     }

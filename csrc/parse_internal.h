@@ -411,7 +411,6 @@ TF_LOCAL void tf_syntax_init(tf_syntax *sx, const uint8_t *data, int64_t n, int 
 TF_LOCAL int tf_check_syntax(const char *fname, const uint8_t *data, int64_t n, int delimiter, int comment);
 TF_LOCAL int tf_first_record(const tf_syntax *sx, int64_t start, int64_t skiplines, int64_t *spans,
                              int64_t max_fields, int64_t *info, tf_perr *err);
-TF_LOCAL int64_t tf_count_fields(const tf_syntax *sx, const uint8_t *p, int64_t nf);
 /* parse_guard.c */
 TF_LOCAL int64_t tf_guarded(const uint8_t *lo, const uint8_t *hi, void (*fn)(void *), void *arg);
 TF_LOCAL int tf_changed_error(const char *fname, int64_t at);

@@ -164,21 +164,6 @@ static int tf_stream_check_long(const tf_parse_stream *s, int64_t quote, int64_t
     return tf_report(&sx, &err, errinfo, fname);
 }
 
-/* Is the record at rec whole in the window? The quote that keeps it open, or NULL. The
- * fields are walked as tf_count_fields walks them (a record with too many fields is
- * counted that way for its message, so the count needs the whole record). */
-static const uint8_t *tf_stream_open_quote(const tf_syntax *sx, const uint8_t *rec) {
-    const uint8_t *p = rec;
-    tf_perr e;
-    for (;;) {
-        const uint8_t *cb, *ce;
-        int flags;
-        p = tf_field(sx, tf_skip_blanks(sx, p), &cb, &ce, &flags, &e);
-        if (!p) return e.kind == TF_PE_UNTERMINATED ? sx->data + e.at : NULL;
-        if (!tf_next_field(sx, &p)) return NULL;
-    }
-}
-
 /* Skip the physical lines still to skip (whole lines only, checked for NUL bytes and
  * UTF-8 as tf_first_record checks them). 1 when done, 0 if more input is needed, or a
  * status. */
@@ -410,10 +395,11 @@ static int64_t tf_stream_next(const char *fname, int dt, tf_parse_stream *s, voi
     int bad = tf_fill_single_base(&r, &fc, dt, &err);
 #endif
     if (bad) {
-        const uint8_t *quote = NULL;
-        if (!s->eof && err.kind == TF_PE_UNTERMINATED) quote = fc.sx.data + err.at;
-        else if (!s->eof && err.kind == TF_PE_FIELDS) quote = tf_stream_open_quote(&fc.sx, fc.sx.data + err.at);
-        if (!quote) return tf_report(&fc.sx, &err, errinfo, fname); /* nothing is consumed */
+        /* A quote open at the window's end: the record goes on in input not read yet (a
+         * record's other errors are named only once it is tokenized whole without one:
+         * tf_fail_record). */
+        if (s->eof || err.kind != TF_PE_UNTERMINATED) return tf_report(&fc.sx, &err, errinfo, fname); /* nothing is consumed */
+        const uint8_t *quote = fc.sx.data + err.at;
         /* The record at found[1] is not whole yet: keep the rows before it. */
         const int64_t qi = quote - s->buf;
         tf_stream_consume(s, fc.sx.simd, s->pos + found[1]);

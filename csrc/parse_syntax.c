@@ -625,16 +625,3 @@ int tf_parse_record(const uint8_t *data, int64_t n, int64_t start, int64_t skipl
     memcpy(info, job.info, 4 * sizeof *info);
     return TF_OK;
 }
-
-
-/* Count the fields of the record whose field `nf` starts at p (for the error message). */
-int64_t tf_count_fields(const tf_syntax *sx, const uint8_t *p, int64_t nf) {
-    tf_perr ignore;
-    for (;;) {
-        const uint8_t *cb, *ce;
-        int flags;
-        p = tf_field(sx, tf_skip_blanks(sx, p), &cb, &ce, &flags, &ignore);
-        nf++;
-        if (!p || !tf_next_field(sx, &p)) return nf;
-    }
-}

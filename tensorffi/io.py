@@ -229,7 +229,10 @@ def read_csv(
             byte or invalid UTF-8; it carries
             ``line`` (physical, counting lines inside quoted fields), ``column``
             (1-based, in characters), ``offset`` (0-based byte) and ``text`` (the
-            offending token or record).
+            offending token or record). The first bad record is reported, its errors
+            in the order pandas and NumPy find them (tokenize, count, convert): its
+            first syntax error (quotes, NUL bytes, invalid UTF-8), else its number of
+            fields, else its first value that is not of the dtype.
         tensorffi.errors.NativeIOError: the input changed while it was read (a
             memory-mapped file truncated, a source tensor's storage freed), or a path
             cannot be opened: then it is also a ``FileNotFoundError``,
