@@ -134,6 +134,9 @@ ffibuilder.set_source(
     "tensorffi._native",
     '#include "tensorffi.h"\n' + _ACCESSOR_DEF + _SHIM_DEFS + "\n",
     sources=sorted(str(p.relative_to(ROOT)) for p in CSRC_DIR.glob("*.c")),
+    # the headers too: build_ext rebuilds when one is newer than the module (without
+    # them an edit of parse_number.h or a template left the old module in place)
+    depends=sorted(str(p.relative_to(ROOT)) for d in (CSRC_DIR, ROOT / "cdefs") for p in d.glob("*.h")),
     include_dirs=[str(CSRC_DIR.relative_to(ROOT))],
     define_macros=[
         ("TF_VERSION_STR", _c_string(package_version())),

@@ -451,7 +451,8 @@ typedef struct {
     int is_caller, bad;
 } tf_fill_job;
 
-/* The field loop, compiled once per SIMD level (parse_fill.h). */
+/* The field loop, compiled once per SIMD level (parse_fill.h), each with its vector
+ * field reader (parse_field.h). */
 #define TF_FILL_SFX base
 #define TF_FILL_TARGET
 #include "parse_fill.h"
@@ -461,7 +462,20 @@ typedef struct {
 #define TF_FILL_FIELD tf_field_avx2
 #define TF_FILL_IFIELD tf_ivalue_avx2
 #include "parse_fill.h"
+#define TF_FILL_SFX avx512
+#define TF_FILL_TARGET TF_TARGET_AVX512
+#define TF_FILL_FIELD tf_field_avx512
+#define TF_FILL_IFIELD tf_ivalue_avx512
+#include "parse_fill.h"
 #endif
+
+int tf_fill_single(tf_runner *r, const tf_fill_ctx *fc, int dt, tf_perr *err) {
+#if TF_X86
+    if (fc->sx.simd >= TF_SIMD_AVX512) return tf_fill_single_avx512(r, fc, dt, err);
+    if (fc->sx.simd >= TF_SIMD_AVX2) return tf_fill_single_avx2(r, fc, dt, err);
+#endif
+    return tf_fill_single_base(r, fc, dt, err);
+}
 
 /* `missing` as type dt: *v, and *fill = 0 if an integer type has no fill (the flag
  * `fill` is 0: a missing field is then an error). TF_EINVAL for an int32 fill out of
@@ -532,31 +546,22 @@ static int tf_fill(const char *fname, int dt, const uint8_t *data, int64_t n, in
     if (!fc.errs) return tf_error(TF_ENOMEM, "%s: out of memory for %lld chunks", fname, (long long)nchunks);
     tf_runner r;
     tf_runner_init(&r, nchunks, total, fn, handle);
-    /* Pass 2 runs the AVX2 field reader at AVX2 and above (see tf_parse_simd). */
+    /* Pass 2's loop for the parser's SIMD level (tf_parse_simd), the kind of
+     * delimiter, the reader options and dt. */
 #define TF_WORKS(ws, sfx)                                                                                        \
     {{tf_fill_work_##ws##f32_##sfx, tf_fill_work_##ws##f64_##sfx, tf_fill_work_##ws##f16_##sfx,                   \
       tf_fill_work_##ws##bf16_##sfx, tf_fill_work_##ws##i32_##sfx, tf_fill_work_##ws##i64_##sfx},                 \
      {tf_fill_work_x_##ws##f32_##sfx, tf_fill_work_x_##ws##f64_##sfx, tf_fill_work_x_##ws##f16_##sfx,             \
       tf_fill_work_x_##ws##bf16_##sfx, tf_fill_work_x_##ws##i32_##sfx, tf_fill_work_x_##ws##i64_##sfx}}
-    static void (*const works[2][2][6])(tf_runner *, int64_t, int) = {
-        TF_WORKS(, base),
 #if TF_X86
-        TF_WORKS(, avx2),
+#define TF_WORK_LEVELS(ws) {TF_WORKS(ws, base), TF_WORKS(ws, avx2), TF_WORKS(ws, avx512)}
 #else
-        TF_WORKS(, base),
+#define TF_WORK_LEVELS(ws) {TF_WORKS(ws, base), TF_WORKS(ws, base), TF_WORKS(ws, base)}
 #endif
-    };
-    /* The same, fields separated by runs of white space (TF_DELIM_WHITESPACE). */
-    static void (*const works_ws[2][2][6])(tf_runner *, int64_t, int) = {
-        TF_WORKS(ws_, base),
-#if TF_X86
-        TF_WORKS(ws_, avx2),
-#else
-        TF_WORKS(ws_, base),
-#endif
-    };
+    static void (*const works[2][3][2][6])(tf_runner *, int64_t, int) = {TF_WORK_LEVELS(), TF_WORK_LEVELS(ws_)};
+#undef TF_WORK_LEVELS
 #undef TF_WORKS
-    r.work = (fc.sx.ws ? works_ws : works)[fc.sx.simd >= TF_SIMD_AVX2][opts && x.general][dt];
+    r.work = works[fc.sx.ws][fc.sx.simd][opts && x.general][dt];
     r.ctx = &fc;
     tf_runner_run(&r, nthreads);
     int64_t bad = __atomic_load_n(&r.stop_after, __ATOMIC_RELAXED);
@@ -676,12 +681,7 @@ static void tf_small_run(void *arg) {
     tf_runner r; /* not run: tf_fill_chunk reads its cancellation state */
     tf_runner_init(&r, 1, region, NULL, NULL);
     r.ctx = fc;
-#if TF_X86
-    int bad = fc->sx.simd >= TF_SIMD_AVX2 ? tf_fill_single_avx2(&r, fc, job->dt, &job->err)
-                                          : tf_fill_single_base(&r, fc, job->dt, &job->err);
-#else
-    int bad = tf_fill_single_base(&r, fc, job->dt, &job->err);
-#endif
+    int bad = tf_fill_single(&r, fc, job->dt, &job->err);
     if (bad) {
         job->rc = 1;
         return;

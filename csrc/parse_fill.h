@@ -329,7 +329,7 @@ static TF_FILL_TARGET int TF_FN(tf_fill_single_ws)(tf_runner *r, const tf_fill_c
     TF_FILL_SINGLE(0, 1)
 }
 
-TF_FILL_TARGET int TF_FN(tf_fill_single)(tf_runner *r, const tf_fill_ctx *fc, int dt, tf_perr *err) {
+static TF_FILL_TARGET int TF_FN(tf_fill_single)(tf_runner *r, const tf_fill_ctx *fc, int dt, tf_perr *err) {
     if (fc->sx.ws) return TF_FN(tf_fill_single_ws)(r, fc, dt, err);
     if (fc->sx.x && fc->sx.x->general) TF_FILL_SINGLE(1, 0)
     TF_FILL_SINGLE(0, 0)

@@ -55,7 +55,8 @@ static inline uint64_t tf_load8(const uint8_t *p) {
 
 #if TF_X86
 #define TF_TARGET_AVX2 __attribute__((target("avx2,bmi,bmi2,popcnt")))
-#define TF_TARGET_AVX512 __attribute__((target("avx2,bmi,bmi2,popcnt,avx512f,avx512vl,avx512bw,avx512vbmi")))
+#define TF_TARGET_AVX512 \
+    __attribute__((target("avx2,bmi,bmi2,popcnt,avx512f,avx512vl,avx512bw,avx512vbmi,avx512vbmi2")))
 #endif
 
 enum { TF_DT_F32 = 0, TF_DT_F64 = 1, TF_DT_F16 = 2, TF_DT_BF16 = 3, TF_DT_I32 = 4, TF_DT_I64 = 5 };
@@ -418,9 +419,7 @@ TF_LOCAL int tf_changed_error(const char *fname, int64_t at);
 TF_LOCAL void tf_runner_init(tf_runner *r, int64_t nunits, int64_t total_bytes, tf_report_fn fn, void *handle);
 TF_LOCAL void tf_note_fault(tf_runner *r, int64_t *fault, int64_t at);
 TF_LOCAL int tf_int_missing(const char *fname, int dt, int64_t missing, int fill, tf_val *v, int *fill_out);
-TF_LOCAL int tf_fill_single_base(tf_runner *r, const tf_fill_ctx *fc, int dt, tf_perr *err);
-#if TF_X86
-TF_LOCAL TF_TARGET_AVX2 int tf_fill_single_avx2(tf_runner *r, const tf_fill_ctx *fc, int dt, tf_perr *err);
-#endif
+/* One chunk's field loop on the caller's thread, at the parser's SIMD level. */
+TF_LOCAL int tf_fill_single(tf_runner *r, const tf_fill_ctx *fc, int dt, tf_perr *err);
 
 #endif /* TF_PARSE_INTERNAL_H */

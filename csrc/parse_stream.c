@@ -389,11 +389,7 @@ static int64_t tf_stream_next(const char *fname, int dt, tf_parse_stream *s, voi
     tf_runner r; /* not run: tf_fill_chunk reads its cancellation state */
     tf_runner_init(&r, 1, wend - s->pos, NULL, NULL);
     r.ctx = &fc;
-#if TF_X86
-    int bad = fc.sx.simd >= TF_SIMD_AVX2 ? tf_fill_single_avx2(&r, &fc, dt, &err) : tf_fill_single_base(&r, &fc, dt, &err);
-#else
-    int bad = tf_fill_single_base(&r, &fc, dt, &err);
-#endif
+    int bad = tf_fill_single(&r, &fc, dt, &err);
     if (bad) {
         /* A quote open at the window's end: the record goes on in input not read yet (a
          * record's other errors are named only once it is tokenized whole without one:

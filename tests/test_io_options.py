@@ -6,10 +6,13 @@ of a few bytes) and the stream (iter_csv)."""
 from __future__ import annotations
 
 import io
+import os
 import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tensorffi.io as tio
 from tensorffi import ParseError
@@ -205,10 +208,28 @@ def _number(rng, dec: str, th: str, integer: bool, most: int = 11):
     return text, float(sign + digits + "." + frac + exp)
 
 
+def simd_levels() -> list[str]:
+    """The SIMD caps this CPU can run (TENSORFFI_SIMD values), lowest first: each
+    level's field reader gathers the digits its own way (AVX2: a shuffle whose index
+    counts the gaps; AVX-512: VBMI2 compress and expand)."""
+    from tensorffi._lib import lib
+
+    return ["scalar", "avx2", "avx512"][: int(lib.tf_simd_level()) + 1]
+
+
+@pytest.fixture(params=simd_levels())
+def simd(request, monkeypatch):
+    """Run the test at one parser SIMD level (skipped where the parser runs another)."""
+    from conftest import require_simd
+
+    monkeypatch.setenv("TENSORFFI_SIMD", request.param)
+    return require_simd("parse", request.param)
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "int32"])
 @pytest.mark.parametrize("dec, th, delim", [(",", ".", ";"), (".", ",", ";"), (".", " ", ","), (",", "'", "\t"),
                                             (".", "_", None)])
-def test_vector_reader_takes_separators_and_marks_exactly(read, rng, dtype, dec, th, delim):
+def test_vector_reader_takes_separators_and_marks_exactly(read, rng, simd, dtype, dec, th, delim):
     integer = dtype.startswith("int")
     if delim is None and th == " ":
         pytest.skip("a blank separator under white space is refused")
@@ -226,10 +247,66 @@ def test_vector_reader_takes_separators_and_marks_exactly(read, rng, dtype, dec,
         np.testing.assert_array_equal(read(text, **kw), want)
 
 
+def _with_marks(token: str, dec: str, th: str, integer: bool):
+    """The value of token under decimal=dec, thousands=th as Python reads it once the
+    separators are taken out (int() or float()), or None if read_csv must refuse it:
+    a separator stands between two digits before the decimal mark and the exponent; a
+    '.' that is not the mark, or a mark in an integer, is text."""
+    out, mantissa = [], True
+    for i, c in enumerate(token):
+        if c == th:
+            if not (mantissa and out and out[-1].isdigit() and i + 1 < len(token) and token[i + 1].isdigit()):
+                return None
+            continue
+        if c == dec:
+            if integer:
+                return None
+            c, mantissa = ".", False
+        elif c == ".":
+            return None
+        elif c in "eE":
+            mantissa = False
+        out.append(c)
+    try:
+        return (int if integer else float)("".join(out))
+    except ValueError:
+        return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text("0123456789,.-+e", min_size=1, max_size=30), min_size=3, max_size=3),
+       st.sampled_from([(".", ","), (",", ".")]), st.sampled_from(["float64", "int64"]),
+       st.sampled_from(simd_levels()))
+def test_hypothesis_tokens_with_marks_and_separators(tokens, marks, dtype, level):
+    """Any token over digits, signs, ',', '.' and 'e', where the vector reader runs (64
+    bytes after it) and at every SIMD level: Python's value with the separators taken
+    out where the rule accepts it (int64: in range), else a ParseError at the token."""
+    dec, th = marks
+    integer = dtype == "int64"
+    os.environ["TENSORFFI_SIMD"] = level
+    try:
+        pad = "1;2;3\n" * 8
+        data = (pad + ";".join(tokens) + "\n" + pad).encode()
+        values = [_with_marks(t, dec, th, integer) for t in tokens]
+        ok = [v is not None and (not integer or -2**63 <= v < 2**63) for v in values]
+        kw = dict(delimiter=";", decimal=dec, thousands=th, header=False, dtype=dtype, like="numpy")
+        if all(ok):
+            got = tio.read_csv(data, **kw)[8]
+            want = np.array(values, dtype=dtype)
+            assert got.tobytes() == want.tobytes(), (tokens, got, want)
+            return
+        bad = ok.index(False)
+        with pytest.raises(ParseError) as info:
+            tio.read_csv(data, **kw)
+        assert info.value.line == 9 and info.value.offset == len(pad) + sum(len(t) + 1 for t in tokens[:bad])
+    finally:
+        del os.environ["TENSORFFI_SIMD"]
+
+
 @pytest.mark.parametrize("where", ["first", "last"])
 @pytest.mark.parametrize("field", ["1,,234", ",123", "123,", "1,234,", "-,1", "1.2,3", "12,3.4.5", "1.2.3",
                                    "1,2e,3", "1e1,0", "1,234x", "1_234"])
-def test_vector_reader_refuses_a_misplaced_separator(field, where):
+def test_vector_reader_refuses_a_misplaced_separator(simd, field, where):
     """thousands=',' (delimiter ';'): a separator stands between two digits before the
     decimal mark; the field is refused wherever it stands (the vector reader reads the
     first rows, the general reader the last)."""
@@ -240,7 +317,7 @@ def test_vector_reader_refuses_a_misplaced_separator(field, where):
     assert info.value.line == (1 if where == "first" else 50)
 
 
-def test_vector_reader_reads_a_dot_as_text_under_decimal_comma():
+def test_vector_reader_reads_a_dot_as_text_under_decimal_comma(simd):
     rows = ["1,5;2"] * 50
     rows[3] = "1.5;2"
     with pytest.raises(ParseError, match="not a number") as info:
