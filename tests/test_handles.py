@@ -295,18 +295,39 @@ def test_callback_must_be_callable(sdk):
 
 
 def test_ctrl_c_while_waiting(sdk):
+    """Ctrl-C is seen between short waits. The signal is sent again every 0.5 s until
+    the loop ends: CPython drops a KeyboardInterrupt raised inside a finalizer (`__del__`,
+    a weakref callback: "Exception ignored in"), which the garbage of a full test run can
+    make the first signal's fate (one CI run hung here); the loop has a deadline, so a
+    lost Ctrl-C fails the test instead of hanging it."""
     dev, _ = open_device(sdk, frame_len=4, nbuf=2, rate=1.0)  # one frame a second: waits block
     sdk.simsdk_start(dev)
-    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
+    done = threading.Event()
+
+    def press():
+        while not done.wait(0.2 if not press.sent else 0.5):
+            press.sent += 1
+            os.kill(os.getpid(), signal.SIGINT)
+
+    def on_sigint(signum, frame):  # Python's own behaviour, but none once the loop has ended
+        if not done.is_set():
+            raise KeyboardInterrupt
+
+    press.sent = 0
+    old = signal.signal(signal.SIGINT, on_sigint)
+    presser = threading.Thread(target=press, daemon=True)
+    presser.start()
+    deadline = time.monotonic() + 30
     try:
         with pytest.raises(KeyboardInterrupt):
-            while True:
+            while time.monotonic() < deadline:
                 ready, slot, _ = sdk.simsdk_wait(dev, 50)  # short waits: Ctrl-C is seen between them
                 if ready:
                     sdk.simsdk_requeue(dev, int(slot[0]))
     finally:
-        timer.cancel()
+        done.set()
+        presser.join()
+        signal.signal(signal.SIGINT, old)
         dev.close()
     assert dev.closed
 

@@ -37,9 +37,9 @@ MUTANTS: list[Mutant] = [
     # ---- the operator layer and the contract plan (lead; under rewrite) ---- #
     Mutant(
         "op-out-factor-dropped",
-        "tensorffi/_bridge/generate.py",
-        '            dims = ", ".join(self.dim_expr(d) for d in o.shape) or "()"\n            self.emit("try:")',
-        '            dims = ", ".join(" * ".join(self.z(s) for s in d.symbols) or str(d.factor) for d in o.shape) or "()"\n            self.emit("try:")',
+        "csrc/bridge_call.c",
+        "    int64_t v = d->factor;\n    for (int k = 0; k < d->nsym; k++) {",
+        "    int64_t v = d->nsym ? 1 : d->factor;\n    for (int k = 0; k < d->nsym; k++) {",
         "heap overflow: an operator allocates y: out [2*n] with n elements, C writes 2*n",
         (REGRESSIONS + "::test_factor_output_operator_eager_matches_reference",),
         "lead",
@@ -395,11 +395,12 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "kept-buffer-resizable-accepted",
-        "tensorffi/_bridge/arrays.py",
-        "    if isinstance(obj, _Tensor) and obj.untyped_storage().resizable():",
-        "    if isinstance(obj, _Tensor) and obj.untyped_storage().resizable() and False:",
-        "use after free: C keeps writing a registered buffer whose storage was resized or freed",
-        ("tests/test_handles.py", "-k", "resizable and compile"),
+        "tensorffi/handles.py",
+        "    if block is not None:\n        return block\n    if isinstance(value, T.Tensor):",
+        "    if block is not None or isinstance(value, T.Tensor):\n        return block if block is not None else value\n"
+        "    if isinstance(value, T.Tensor):",
+        "use after free: C keeps writing a registered tensor whose storage can be resized or freed",
+        ("tests/test_handles.py", "-k", "only_buffer_memory_may_be_kept"),
         "lead",
     ),
     Mutant(
