@@ -207,3 +207,23 @@ def require_simd(module: str, requested: str) -> str:
     if ran != requested:
         pytest.skip(f"CPU lacks {requested}" if cpu != requested else f"{module} prefers {ran} on this CPU")
     return ran
+
+
+@pytest.fixture(autouse=True)
+def _sigint_handler_restored(request):
+    """Each test starts with Python's own SIGINT handler (Ctrl-C raises
+    KeyboardInterrupt), and one that leaves another behind is named in a warning and
+    repaired: the Ctrl-C tests (tests/test_handles.py, tests/test_io*.py) depend on it,
+    and one clean-clone CI run found SIGINT no longer Python's after some earlier test
+    (a wait loop never interrupted, and `_thread.interrupt_main()` doing nothing)."""
+    import signal
+    import warnings
+
+    before = signal.getsignal(signal.SIGINT)
+    if before is not signal.default_int_handler:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    after = signal.getsignal(signal.SIGINT)
+    if after is not signal.default_int_handler:
+        warnings.warn(f"{request.node.nodeid} left SIGINT's handler {after!r}; restored", RuntimeWarning)
+        signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -311,7 +311,7 @@ def test_ctrl_c_while_waiting(sdk):
 
     def on_sigint(signum, frame):  # Python's own behaviour, but none once the loop has ended
         if not done.is_set():
-            raise KeyboardInterrupt
+            signal.default_int_handler(signum, frame)
 
     press.sent = 0
     old = signal.signal(signal.SIGINT, on_sigint)
@@ -327,7 +327,7 @@ def test_ctrl_c_while_waiting(sdk):
     finally:
         done.set()
         presser.join()
-        signal.signal(signal.SIGINT, old)
+        signal.signal(signal.SIGINT, old if callable(old) else signal.default_int_handler)
         dev.close()
     assert dev.closed
 
