@@ -26,9 +26,10 @@
  * depends on how many digits a number has (real data mixes lengths from value to
  * value, and each misprediction costs more than a conversion): the digits are gathered
  * without the '.' (and separators), right-aligned in 32 lanes (TF_FIELD_COMPRESS), and
- * a multiply-add chain turns them into three eight-digit groups. Sets *w, *q, *neg and *nl (the field ended its line)
- * and returns the next field's start; NULL sends the field to the general path (any
- * other shape, more than 19 digits, or within 64 bytes of the end of the input).
+ * a multiply-add chain turns them into three eight-digit groups. Sets *w, *q, *neg and
+ * *nl (the field ended its line) and returns the next field's start; NULL sends the
+ * field to the general path (any other shape, more than 19 digits, or within 64 bytes
+ * of the end of the input).
  * ws (a constant: TF_DELIM_WHITESPACE): the field ends with a run of spaces and tabs
  * instead of the delimiter, found in the same load (a mask and one tzcnt, no branch on
  * its length), and the next field starts after it; a run that reaches a line end ends

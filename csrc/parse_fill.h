@@ -2,7 +2,7 @@
 /* parse_fill.h — pass 2's field loop, included by parse.c once per SIMD level.
  *
  * Before each inclusion parse.c defines these, all #undef'd at the end of this file
- * (the convention of every template here: parse_fill.h, signal_simd.h,
+ * (the convention of every template here: parse_fill.h, parse_field.h, signal_simd.h,
  * signal_transpose.h, physics_simd.h, physics_impl.h):
  *   TF_FILL_SFX      the suffix of the functions defined here
  *   TF_FILL_TARGET   their target attribute, or nothing

@@ -192,6 +192,13 @@ def gil_released_between_reports(run, sizes) -> list[int]:
 SIMD_LEVELS = ["scalar", "avx2", "avx512"]
 
 
+def simd_levels() -> list[str]:
+    """The SIMD caps this CPU can run (TENSORFFI_SIMD values), lowest first."""
+    from tensorffi._lib import lib
+
+    return SIMD_LEVELS[: int(lib.tf_simd_level()) + 1]
+
+
 def require_simd(module: str, requested: str) -> str:
     """The SIMD level kernel module ``module`` runs at under TENSORFFI_SIMD=requested
     (set it first). Fails if that is above the request (the cap is ignored); skips if

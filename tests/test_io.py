@@ -33,6 +33,8 @@ from tensorffi import _demo
 import tensorffi.io as tio
 from tensorffi import ParseError
 
+from conftest import simd_levels
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -480,12 +482,6 @@ def test_grammar_accepts_every_documented_form():
              "0.000", "1_0"[:1]]
     out = tio.read_csv(("\n".join(texts) + "\n").encode(), dtype=torch.float64, header=False).flatten().tolist()
     assert out == [float(s) for s in texts]
-
-
-def simd_levels() -> list[str]:
-    """The SIMD caps this CPU can run (TENSORFFI_SIMD values), lowest first."""
-    best = int(tensorffi.core.lib.tf_simd_level())
-    return ["scalar", "avx2", "avx512"][: best + 1]
 
 
 def cpu_flags() -> set[str]:

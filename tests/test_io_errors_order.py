@@ -14,16 +14,11 @@ import warnings
 import numpy as np
 import pytest
 
-import tensorffi
 import tensorffi.io as tio
 from tensorffi import ParseError
 
+from conftest import simd_levels
 from fuzz import csvfuzz
-
-
-def simd_levels() -> list[str]:
-    best = int(tensorffi.core.lib.tf_simd_level())
-    return ["scalar", "avx2", "avx512"][: best + 1]
 
 
 @pytest.fixture(params=[(road, simd) for road in ("one-call", "passes", "stream") for simd in simd_levels()],

@@ -23,19 +23,15 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import tensorffi
 import tensorffi.io as tio
 from tensorffi import ParseError
+
+from conftest import simd_levels
 
 I32 = (-(2**31), 2**31 - 1)
 I64 = (-(2**63), 2**63 - 1)
 RANGE = {"int32": I32, "int64": I64}
 TORCH = {"int32": torch.int32, "int64": torch.int64}
-
-
-def simd_levels() -> list[str]:
-    """The SIMD caps this CPU can run (TENSORFFI_SIMD values), lowest first."""
-    return ["scalar", "avx2", "avx512"][: int(tensorffi.core.lib.tf_simd_level()) + 1]
 
 
 @pytest.fixture(params=["one-call", "passes", "stream"])

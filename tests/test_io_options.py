@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 import tensorffi.io as tio
 from tensorffi import ParseError
 
+from conftest import simd_levels
+
 pd = pytest.importorskip("pandas")
 
 
@@ -206,15 +208,6 @@ def _number(rng, dec: str, th: str, integer: bool, most: int = 11):
     exp = f"e{int(rng.integers(-30, 30))}" if rng.random() < 0.2 else ""
     text = sign + _grouped(rng, digits, th) + (dec + frac if frac or rng.random() < 0.5 else "") + exp
     return text, float(sign + digits + "." + frac + exp)
-
-
-def simd_levels() -> list[str]:
-    """The SIMD caps this CPU can run (TENSORFFI_SIMD values), lowest first: each
-    level's field reader gathers the digits its own way (AVX2: a shuffle whose index
-    counts the gaps; AVX-512: VBMI2 compress and expand)."""
-    from tensorffi._lib import lib
-
-    return ["scalar", "avx2", "avx512"][: int(lib.tf_simd_level()) + 1]
 
 
 @pytest.fixture(params=simd_levels())
