@@ -160,7 +160,7 @@ static struct {
 /* The lowered description of one function (see lower.py for the encoding)   */
 /* ------------------------------------------------------------------------ */
 
-#define TFB_VERSION 3
+#define TFB_VERSION 4
 #define TFB_MAX_HIDDEN 8
 #define TFB_MAX_PARAMS 32
 #define TFB_MAX_SYMS 32
@@ -188,7 +188,9 @@ typedef struct {
     int input; /* where the caller passes it (index into the inputs) */
     /* arrays */
     int dtype, role, optional, rank; /* rank -1: no shape in the contract */
-    int min_len;                     /* an integer parameter C takes as its length (-1: none) */
+    int min_len, min_len2;           /* integer parameters C takes as its length, a product where
+                                        two are named (-1: none) */
+    int min_bytes;                   /* that length counts bytes, not elements */
     tfb_dim dims[TFB_MAX_RANK];
     /* integers */
     int is_unsigned;
@@ -259,6 +261,9 @@ typedef struct {
      * raised (read after every call), what raises this thread's, and what keeps both */
     const int *cxx_pending;
     PyObject *cxx_raise, *cxx_keep;
+    /* called once, before the first call (tensorffi.UncheckedWarning), then dropped */
+    PyObject *first_call;
+    vectorcallfunc after_first;
 } NativeCall;
 
 /* Per-call state of one array parameter. */
@@ -993,10 +998,21 @@ static PyObject *nc_vectorcall(PyObject *callable, PyObject *const *args, size_t
         const tfb_param *p = &self->params[i];
         if (p->kind != TFB_ARRAY || p->min_len < 0 || !arr[i].present)
             continue;
+        int64_t have = p->min_bytes ? arr[i].nbytes : arr[i].nbytes / tfb_dtypes[p->dtype].itemsize;
         const tfb_param *q = &self->params[p->min_len];
-        int64_t have = arr[i].nbytes / tfb_dtypes[p->dtype].itemsize;
-        if (q->is_unsigned ? slot[p->min_len].u > (uint64_t)have : slot[p->min_len].i > have)
-            goto fallback; /* the Python path raises the ShapeError */
+        if (p->min_len2 < 0) {
+            if (q->is_unsigned ? slot[p->min_len].u > (uint64_t)have : slot[p->min_len].i > have)
+                goto fallback; /* the Python path raises the ShapeError */
+            continue;
+        }
+        /* a product (w * h): a factor that is not positive makes C access nothing */
+        const tfb_param *q2 = &self->params[p->min_len2];
+        uint64_t a = q->is_unsigned ? slot[p->min_len].u : (slot[p->min_len].i > 0 ? (uint64_t)slot[p->min_len].i : 0);
+        uint64_t b = q2->is_unsigned ? slot[p->min_len2].u
+                                     : (slot[p->min_len2].i > 0 ? (uint64_t)slot[p->min_len2].i : 0);
+        uint64_t prod;
+        if (a != 0 && b != 0 && (__builtin_mul_overflow(a, b, &prod) || prod > (uint64_t)have))
+            goto fallback;
     }
 
     /* 8. outputs, in the kind of the first array argument given (torch by default) */
@@ -1217,14 +1233,17 @@ static int tfb_decode(NativeCall *self, const int64_t *w, Py_ssize_t n) {
         p->input = (int)input;
         p->sym = p->alias = -1;
         if (p->kind == TFB_ARRAY) {
-            if (at + 5 > n)
+            if (at + 7 > n)
                 return 0;
             int64_t dt = w[at++], role = w[at++], opt = w[at++], rank = w[at++], min_len = w[at++];
+            int64_t min_len2 = w[at++], min_bytes = w[at++];
             if (dt < 0 || dt >= TFB_NDTYPES || role < TFB_IN || role > TFB_INOUT || rank < -1 || rank > TFB_MAX_RANK)
                 return 0;
-            if (min_len < -1 || min_len >= np_)
+            if (min_len < -1 || min_len >= np_ || min_len2 < -1 || min_len2 >= np_ || (min_len < 0 && min_len2 >= 0))
                 return 0;
             p->min_len = (int)min_len;
+            p->min_len2 = (int)min_len2;
+            p->min_bytes = min_bytes != 0;
             if (role == TFB_OUT && (dt == 0 || rank < 0))
                 return 0;
             p->dtype = (int)dt;
@@ -1281,8 +1300,9 @@ static int tfb_decode(NativeCall *self, const int64_t *w, Py_ssize_t n) {
         self->hidden_input[k] = (int)w[at++];
     }
     for (int i = 0; i < self->nparams; i++) /* a length C takes names an integer */
-        if (self->params[i].kind == TFB_ARRAY && self->params[i].min_len >= 0 &&
-            self->params[self->params[i].min_len].kind != TFB_INT)
+        if (self->params[i].kind == TFB_ARRAY && ((self->params[i].min_len >= 0 &&
+            self->params[self->params[i].min_len].kind != TFB_INT) || (self->params[i].min_len2 >= 0 &&
+            self->params[self->params[i].min_len2].kind != TFB_INT)))
             return 0;
     for (int i = 0; i < self->nparams; i++) /* a numel fill names an array */
         if (self->params[i].kind == TFB_INT && self->params[i].fill == TFB_FILL_NUMEL &&
@@ -1303,6 +1323,7 @@ static int nc_traverse(NativeCall *self, visitproc visit, void *arg) {
     Py_VISIT(self->grad_enabled);
     Py_VISIT(self->cxx_raise);
     Py_VISIT(self->cxx_keep);
+    Py_VISIT(self->first_call);
     return 0;
 }
 
@@ -1318,6 +1339,7 @@ static int nc_clear(NativeCall *self) {
     Py_CLEAR(self->grad_enabled);
     Py_CLEAR(self->cxx_raise);
     Py_CLEAR(self->cxx_keep);
+    Py_CLEAR(self->first_call);
     self->cxx_pending = NULL;
     return 0;
 }
@@ -1521,13 +1543,50 @@ static PyObject *nc_cxx_guard(NativeCall *self, PyObject *args) {
     Py_XSETREF(self->cxx_raise, raise_fn);
     Py_XSETREF(self->cxx_keep, keep);
     self->cxx_pending = (const int *)p;
-    self->vectorcall = nc_vectorcall_cxx;
+    if (self->first_call != NULL)
+        self->after_first = nc_vectorcall_cxx; /* the first call's hook still runs first */
+    else
+        self->vectorcall = nc_vectorcall_cxx;
+    Py_RETURN_NONE;
+}
+
+/* The first call runs `first_call()` (a warning that may be an error under -W error),
+ * then every call goes straight to the call it replaced: nothing is paid after it. */
+static PyObject *nc_vectorcall_first(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    NativeCall *self = (NativeCall *)callable;
+    PyObject *hook = self->first_call;
+    if (hook != NULL) {
+        self->first_call = NULL;
+        self->vectorcall = self->after_first;
+        PyObject *r = PyObject_CallNoArgs(hook);
+        Py_DECREF(hook);
+        if (r == NULL)
+            return NULL;
+        Py_DECREF(r);
+    }
+    return self->after_first(callable, args, nargsf, kwnames);
+}
+
+/* _first_call(fn): fn() runs before the first call (tensorffi.bridge: UncheckedWarning). */
+static PyObject *nc_set_first_call(NativeCall *self, PyObject *fn) {
+    if (!PyCallable_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "_first_call: expected a callable");
+        return NULL;
+    }
+    if (self->first_call == NULL) {
+        self->after_first = self->vectorcall;
+        self->vectorcall = nc_vectorcall_first;
+    }
+    Py_INCREF(fn);
+    Py_XSETREF(self->first_call, fn);
     Py_RETURN_NONE;
 }
 
 static PyMethodDef nc_methods[] = {
     {"_cxx_guard", (PyCFunction)nc_cxx_guard, METH_VARARGS,
      "Raise, after each call, the C++ exception the module's guard caught (tensorffi._calls)."},
+    {"_first_call", (PyCFunction)nc_set_first_call, METH_O,
+     "Run fn() once, before the first call (tensorffi.UncheckedWarning)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -77,7 +77,11 @@ def _role_rows(plan: Any) -> list[tuple[str, str, str, str]]:
             elif p.keep_until:
                 what += f", kept by C while '{p.keep_until}' lives"
             if p.min_len:
-                what += f", at least '{p.min_len}' elements (inferred from the names)"
+                unit = " bytes" if p.min_len_bytes else " elements"
+                what += f", at least {' * '.join(repr(q) for q in p.min_len)}{unit} (inferred from the names)"
+            elif p.unchecked:
+                what += (f", UNCHECKED length (C may access past its end: '{p.name}: [dims]' in the contract, "
+                         f"or '{p.name}: unsized')")
         elif p.kind == "handle_out":
             role, what = "out", f"a tensorffi.Handle, returned (closed by {p.destroy})"
         elif p.kind == "callback":

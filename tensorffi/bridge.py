@@ -58,6 +58,8 @@ The GIL is released around every C call (by the native call, or by cffi).
 """
 from __future__ import annotations
 
+import sys
+import warnings
 from typing import Any, Callable, Mapping
 
 from ._bridge import lower as _lower
@@ -67,13 +69,54 @@ from ._bridge.generate import _Gen
 from ._bridge.structs import Struct, _typeof
 from ._decl import CFunction
 from .contract import Contract
-from .errors import ContractError, NativeError, error_for_status
+from .errors import ContractError, NativeError, UncheckedWarning, error_for_status
 from .handles import Handle
-from .plan import OpArg, OpOutput, Param, build_plan, operator_signature, python_signature
+from .plan import OpArg, OpOutput, Param, Plan, build_plan, operator_signature, python_signature
 
 # --------------------------------------------------------------------------- #
 # Bound functions                                                              #
 # --------------------------------------------------------------------------- #
+
+
+def _unchecked_warning(plan: Plan, unchecked: list[Param]) -> Callable[[], None]:
+    """What a bound function says at its first call when some of its arrays have no
+    length the bridge can check (``Param.unchecked``): one UncheckedWarning naming them,
+    with the contract to write, attributed to the caller's line."""
+    names = ", ".join(f"'{p.name}' ({p.ctype})" for p in unchecked)
+    ints = [p.name for p in plan.params if p.kind == "scalar" and p.scalar == "int"]
+    first = unchecked[0].name
+    example = f"'{first}: [{ints[0] if ints else 'n'}]'"
+    text = (f"{plan.name}(): argument{'s' if len(unchecked) > 1 else ''} {names} "
+            f"{'have' if len(unchecked) > 1 else 'has'} no length the bridge can check, so C may read or write "
+            f"past {'their' if len(unchecked) > 1 else 'its'} end. Give the shape in the contract "
+            f"({{'{plan.name}': {example}}}), or '{first}: unsized' where no length applies; "
+            f"tensorffi.describe() shows what is checked")
+
+    def warn() -> None:
+        level, frame = 2, sys._getframe(1)
+        while frame is not None and frame.f_globals.get("__name__", "").startswith("tensorffi"):
+            level, frame = level + 1, frame.f_back  # type: ignore[assignment]
+        warnings.warn(UncheckedWarning(text), stacklevel=level)
+
+    return warn
+
+
+def _first_call(call: Callable[..., Any], hook: Callable[[], None]) -> Callable[..., Any]:
+    """``call`` that runs ``hook()`` before its first call (the Python path's form of
+    NativeCall._first_call)."""
+    pending = [hook]
+
+    def first(*args: Any, **kwargs: Any) -> Any:
+        if pending:
+            try:
+                todo = pending.pop()
+            except IndexError:  # another thread's first call took it
+                pass
+            else:
+                todo()
+        return call(*args, **kwargs)
+
+    return first
 
 
 class BoundFunction:
@@ -122,6 +165,13 @@ class BoundFunction:
         self.python_call = _Gen(self, "call").generate_call()
         native_call, self.native_reason = _lower.lower(self, self.python_call)
         self.call = native_call if native_call is not None else self.python_call
+        unchecked = [p for p in self.plan.params if p.unchecked] if not native else []
+        if unchecked:  # said once, at the first call, pointing at the caller's line
+            warn = _unchecked_warning(self.plan, unchecked)
+            if native_call is not None:
+                native_call._first_call(warn)
+            else:
+                self.call = _first_call(self.python_call, warn)
         signature = python_signature(self.plan)  # as a stub (.pyi) would write it
         for fn in {id(self.call): self.call, id(self.python_call): self.python_call}.values():
             fn.__qualname__ = fn.__name__ = self.name

@@ -96,6 +96,15 @@ class BuildWarning(UserWarning):
     mean wrong code are errors: see :func:`tensorffi.compile`)."""
 
 
+class UncheckedWarning(UserWarning):
+    """A bound function takes arrays whose length the bridge cannot check (no shape in
+    the contract, none inferred from the parameter names): C may read or write past
+    their end. Said at the function's first call, at the caller's line;
+    ``tensorffi.describe(lib.f)`` and its signature mark each such argument UNCHECKED. Give the shape in the contract (``buf: [n]``), or
+    ``buf: unsized`` where no length applies; ``python -W error::tensorffi.UncheckedWarning``
+    makes it an error."""
+
+
 class CacheWarning(UserWarning):
     """The build cache is unusable (read-only, full, not a folder): the module was
     built in a private temporary folder and will be rebuilt by the next process."""
@@ -240,7 +249,7 @@ __all__ = [
     name
     for name, obj in list(globals().items())
     if isinstance(obj, type) and issubclass(obj, Exception) and not issubclass(obj, Warning)
-] + ["BuildWarning", "CacheWarning"] + ["error_for_status", "register_codes", "CODE_CLASSES", "CODE_NAMES", "CLASS_OF_NAME"]
+] + ["BuildWarning", "CacheWarning", "UncheckedWarning"] + ["error_for_status", "register_codes", "CODE_CLASSES", "CODE_NAMES", "CLASS_OF_NAME"]
 
 
 def __dir__() -> list[str]:

@@ -62,9 +62,20 @@ class Param:
     acquire: bool = False  # handle parameters: C may have written the arrays this handle keeps
     destroy: str | None = None  # handle_out: the destructor's name
     closes: bool = False  # a handle parameter of a destructor: a Handle passed here is closed
-    min_len: str | None = None  # arrays: an integer parameter C takes as its length (inferred lower bound)
+    #: arrays: the integer parameter(s) C takes as its length, a product where two are
+    #: named (``float *img, int w, int h``): an inferred lower bound (see _infer_lengths)
+    min_len: tuple[str, ...] = ()
+    unsized: bool = False  # arrays: 'NAME: unsized', the user's word that no length applies
+    min_len_bytes: bool = False  # that length counts bytes (``float *buf, size_t nbytes``)
     callback: CallbackSpec | None = None  # callback: how its arguments become tensors
     signature: CFunction | None = None  # callback: the function pointer's parameters and result
+
+    @property
+    def unchecked(self) -> bool:
+        """An array whose length the bridge cannot check: no shape in the contract, no
+        length inferred from the names, not marked ``unsized`` (C may run past it)."""
+        return (self.kind == "array" and self.shape is None and not self.min_len and not self.unsized
+                and self.role != "out" and self.keep_until is None and not self.release)
 
     @property
     def written(self) -> bool:
@@ -123,7 +134,7 @@ class Plan:
 
     def signature_text(self) -> str:
         """The bound function's Python signature, for docs and errors."""
-        pos = [p.pyname for p in self.positional]
+        pos = [p.pyname + (" [unchecked]" if p.unchecked else "") for p in self.positional]
         kw = [f"{p.pyname}=None" for p in self.keyword_only] + [f"{pyname(s)}=None" for s in self.free_sizes]
         return f"{self.name}({', '.join(pos + (['*'] + kw if kw else []))})"
 
@@ -143,8 +154,11 @@ class Plan:
                 elif p.keep_until:
                     what += f", kept by C while '{p.keep_until}' lives"
                 if p.min_len:
-                    what += (f", holds at least '{p.min_len}' elements (inferred from the names; "
+                    what += (f", holds at least {min_len_text(p)} (inferred from the names; "
                              f"'{p.name}: [dims]' or '{p.name}: unsized' in the contract instead)")
+                elif p.unchecked:
+                    what += (f", UNCHECKED: no length the bridge can check (C may access past its end; "
+                             f"give '{p.name}: [dims]' in the contract, or '{p.name}: unsized' if none applies)")
             elif p.kind == "handle_out":
                 what = f"out handle (closed by {p.destroy})"
             elif p.kind == "callback":
@@ -442,6 +456,7 @@ def build_plan(
         if pyname(s) in pynames:
             raise fail(f"size '{s}' would be passed as {pyname(s)}=, which is also a parameter's name")
 
+    _check_symbols(fail, decl, contract)
     res = decl.result
     if contract.returns_handle is not None:
         if res.pointer_depth < 1 or res.is_function_pointer:
@@ -487,31 +502,163 @@ _ERROR_RANGES = {
     "intptr_t": (-(1 << 63), (1 << 63) - 1), "uintptr_t": (0, (1 << 64) - 1),
 }
 
-#: integer parameter names that say "the length of the pointer before me"
+#: integer parameter names that say "a length": ``n``, ``len``, ``size``, ``count``,
+#: ``capacity``, ``width``, ``n<things>`` (``nframes``, ``nsamples``, ``npts``), ``num_*``,
+#: ``*_len``, ``*Len``, ``*_size``, ``*_count``, ``*_frames``...
 _LENGTH_NAME = re.compile(
-    r"(?:n|len|length|size|count|num|numel|nelem|nelems|nitems|nel|cnt)"
-    r"|(?:n|num)_\w+|\w+_(?:len|length|size|count|n|num|numel)", re.IGNORECASE)
+    r"(?:n|len|length|size|count|num|numel|nelem|nelems|nitems|nel|cnt|capacity|cap|maxlen|width|height|rows|cols"
+    r"|frames|samples|points|items|elements|entries|nbytes|bytes)"
+    r"|n(?:frames|samples|pts|points|elem|elems|elements|items|values|vals|floats|doubles|rows|cols|chars|words"
+    r"|entries|records|bins|taps|coefs|coeffs|obs|x|y|z|in|out|bytes|channels)"
+    r"|(?:n|num)_\w+|num\w+|\w+_(?:n|num|numel)|\w+_?(?:len|length|size|count|cnt|capacity|bytes|frames|samples|points"
+    r"|items|elements|elems|rows|cols)",
+    re.IGNORECASE)
+#: a length that counts bytes, whatever the pointer's element type
+_BYTES_NAME = re.compile(r"\w*bytes|\w*byte_?(?:len|length|size|count)", re.IGNORECASE)
+#: two adjacent lengths that C multiplies (``float *img, int width, int height``)
+_LENGTH_PAIRS = {frozenset(p) for p in (
+    ("rows", "cols"), ("nrows", "ncols"), ("n_rows", "n_cols"), ("num_rows", "num_cols"), ("width", "height"),
+    ("w", "h"), ("m", "n"), ("nx", "ny"), ("frames", "channels"), ("nframes", "nchannels"),
+    ("n_frames", "n_channels"), ("num_frames", "num_channels"))}
+
+
+def min_len_text(p: Param) -> str:
+    """``'n' elements``, ``'w' * 'h' elements``, ``'nbytes' bytes``: an inferred length, for messages."""
+    return " * ".join(f"'{q}'" for q in p.min_len) + (" bytes" if p.min_len_bytes else " elements")
 
 
 def _infer_lengths(params: list[Param], contract: Contract) -> None:
-    """``float *data, int size``: C takes ``size`` as the length of ``data``. Check by
-    default that the array holds at least that many elements (a lower bound: a larger
-    array is fine), for every array without a shape before the first integer parameter
-    named like a length (``n``, ``len``, ``size``, ``count``, ``num_*``, ``*_len``,
-    ``*_size``...). ``void *`` is left alone (its length may be in bytes, or it may be
-    a handle); a shape in the contract, or ``NAME: unsized``, replaces the rule."""
-    waiting: list[Param] = []
+    """Lengths C takes from integer parameters named like lengths, checked by default:
+    the array must hold at least that many elements (a lower bound: a larger array is
+    fine). The rules, in order:
+
+    * ``float *data, int size``: an array takes the first length named after it (every
+      array since the previous length: ``const float *x, float *y, int64_t n``);
+    * two adjacent lengths that C multiplies (``rows, cols``; ``width, height``; ``w, h``;
+      ``m, n``; ``nframes, nchannels``...) give a product: ``img`` holds ``w * h``;
+    * ``int64_t n, float *buf`` (BLAS's order): where the function names exactly one
+      length and it comes before every array, the arrays after it take it (``saxpy(n,
+      alpha, x, incx, y, incy)``; ``sgemm``'s ``M, N, K`` say nothing about ``C``, and
+      in ``float *out, int64_t n, int32_t *tids`` the ``n`` is ``out``'s), except
+      complex arrays (FFT lengths count real samples);
+    * a length named like bytes (``nbytes``, ``byte_len``) counts bytes.
+
+    The names (``_LENGTH_NAME``): ``n``, ``len``, ``size``, ``count``, ``capacity``,
+    ``width``, ``rows``, ``n<things>`` (``nframes``, ``nsamples``, ``npts``), ``num_*``,
+    ``*_len``/``*Len``, ``*_size``, ``*_count``, ``*_frames``. ``void *`` is left alone (it
+    may be a handle or user data); a shape in the contract, or ``NAME: unsized``, replaces
+    the rule. What no rule covers is *unchecked*: ``describe()`` and the signature say so,
+    and the library warns once (:class:`~tensorffi.UncheckedWarning`)."""
     for p in params:
+        p.unsized = p.kind == "array" and p.name in contract.unsized
+
+    def free_int(q: Param | None) -> bool:
+        return q is not None and q.kind == "scalar" and q.scalar == "int" and q.fill is None and not q.is_symbol
+
+    def length(q: Param) -> bool:
+        return free_int(q) and bool(_LENGTH_NAME.fullmatch(q.name))
+
+    waiting: list[Param] = []
+    before: list[tuple[str, ...]] = []
+    took_before = False  # a length already measured an array before it: it is not BLAS's order
+    i = 0
+    while i < len(params):
+        p = params[i]
         if p.kind == "array":
             if (p.shape is None and p.dtype not in (None, "any") and p.role != "out" and p.keep_until is None
-                    and not p.release and p.name not in contract.unsized):
+                    and not p.release and not p.unsized):
                 waiting.append(p)
+            i += 1
             continue
-        if p.kind == "scalar" and p.scalar == "int" and _LENGTH_NAME.fullmatch(p.name):
-            if p.fill is None and not p.is_symbol:
-                for q in waiting:
-                    q.min_len = p.name
+        nxt = params[i + 1] if i + 1 < len(params) else None
+        pair = free_int(p) and free_int(nxt) and frozenset((p.name.lower(), nxt.name.lower())) in _LENGTH_PAIRS  # type: ignore[union-attr]
+        if pair or length(p):
+            names: tuple[str, ...] = (p.name,)
+            if pair:
+                names = (p.name, nxt.name)  # type: ignore[union-attr]
+                i += 1
+            for q in waiting:
+                q.min_len, q.min_len_bytes = names, bool(_BYTES_NAME.fullmatch(names[0]))
+            took_before = took_before or bool(waiting)
             waiting = []
+            before.append(names)
+        i += 1
+    if len(before) == 1 and not took_before:
+        for q in waiting:
+            if q.dtype not in ("complex64", "complex128"):
+                q.min_len, q.min_len_bytes = before[0], bool(_BYTES_NAME.fullmatch(before[0][0]))
+
+
+def _near(a: str, b: str) -> bool:
+    """Whether ``a`` looks like a typo of ``b``: the same but for case, or (for names of
+    three or more characters, where one edit is still a small part of the name) one
+    insertion, deletion, substitution or swap of neighbours away."""
+    if a == b:
+        return False
+    if a.lower() == b.lower():
+        return True
+    if min(len(a), len(b)) < 3 or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
+                                  and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
+
+
+def _check_symbols(fail: Any, decl: CFunction, contract: Contract) -> None:
+    """Refuse shape symbols that are almost certainly typos, at bind time.
+
+    A symbol that names no parameter is a *free size*. Two mistakes look like one:
+
+    * a symbol a single edit (or a case change) away from an integer parameter's name
+      is refused with a "did you mean": ``x: [row, cols]`` with a parameter ``rows``
+      would leave ``rows`` unchecked, and a wrong ``rows`` would let C run past the
+      array;
+    * a symbol that appears only once, while an integer parameter named like a length
+      (``n``, ``len``, ``count``, ``nframes``, ... see :func:`_infer_lengths`) is left
+      unused, is refused too: it ties no two sizes together and C never receives it,
+      so the length C does receive is checked against nothing.
+
+    Allowed: a free symbol used twice or more (``x: [b, n]; y: out [b, n]``, or
+    ``len = b*n``); one used once where every length parameter is accounted for
+    (``x: [r, c]; count = numel(x)``: "any 2-D shape"); and any symbol that starts
+    with ``_`` (``dest: inout [_cap]``), which says "any length" on purpose."""
+    params = {p.name: p for p in decl.params}
+    count: dict[str, int] = {}
+    first: dict[str, str] = {}
+
+    def note(dims: Any, clause: str) -> None:
+        for d in dims:
+            for sym in d.symbols:
+                count[sym] = count.get(sym, 0) + 1
+                first.setdefault(sym, clause)
+
+    for spec in contract.arrays.values():
+        note(spec.shape or (), spec.clause)
+    for f in contract.fills.values():
+        if f.dim is not None:
+            note((f.dim,), f.clause)
+    used = set(count) | set(contract.fills)
+    all_ints = [p.name for p in decl.params if p.type.pointer_depth == 0 and p.type.is_integer]
+    ints = [q for q in all_ints if q not in used]
+    for sym in sorted(count):
+        if sym in params or sym.startswith("_"):
+            continue
+        near = [q for q in all_ints if _near(sym, q)]
+        if near:
+            raise fail(f"size '{sym}' names no parameter of {decl.text}: did you mean "
+                       f"{' or '.join(repr(q) for q in near)}? (as written, '{sym}' is a size of its own, not "
+                       f"'{near[0]}')", first[sym])
+        lengths = [q for q in ints if _LENGTH_NAME.fullmatch(q)]
+        if count[sym] == 1 and lengths:
+            free_ints = ", ".join(lengths)
+            raise fail(f"size '{sym}' appears only once and names no parameter of {decl.text}: it ties no two "
+                       f"sizes together and C never receives it, so it checks nothing, while the contract "
+                       f"leaves the length parameter(s) {free_ints} unchecked). Name the parameter that holds this size, "
+                       f"write the number, use '{sym}' in another shape or 'PARAM = {sym}', or write '_{sym}' for a "
+                       f"dimension of any length", first[sym])
 
 
 def _check_callback(fail: Any, p: Param) -> None:

@@ -804,23 +804,32 @@ class _CallGen(_Arguments):
         return self.finish("call")
 
     def emit_min_lengths(self) -> None:
-        """Arrays whose length C takes from an integer parameter (inferred from the
-        names, ``float *data, int size``): they must hold at least that many elements."""
+        """Arrays whose length C takes from integer parameters (inferred from the names,
+        ``float *data, int size``; a product for ``w, h``; bytes for ``nbytes``): they must
+        hold at least that many elements (see ``tensorffi.plan._infer_lengths``)."""
         by = self.plan.by_name
         for p in self.plan.params:
-            if p.kind != "array" or p.min_len is None:
+            if p.kind != "array" or not p.min_len:
                 continue
-            q = by[p.min_len]
-            size = ITEMSIZE[p.dtype]  # type: ignore[index]
-            W, V = self.lit(self.where(p)), f"'{q.name}'"
-            cond = f"{q.pyname} <= _b{p.index} // {size}"
+            qs = [by[n] for n in p.min_len]
+            size = 1 if p.min_len_bytes else ITEMSIZE[p.dtype]  # type: ignore[index]
+            unit = "bytes" if p.min_len_bytes else "elements"
+            W = self.lit(self.where(p))
+            have = f"_b{p.index} // {size}" if size != 1 else f"_b{p.index}"
+            value = " * ".join(q.pyname for q in qs)
+            cond = f"{value} <= {have}"
+            if len(qs) > 1:  # a length that is not positive makes C access nothing
+                cond = " or ".join([f"{q.pyname} <= 0" for q in qs] + [cond])
             if p.optional:
                 cond = f"{p.pyname} is None or " + cond
+            names = " * ".join(f"'{q.name}'" for q in qs)
+            values = " * ".join(f"{{{q.pyname}}}" for q in qs)
+            rule = " * ".join(q.name for q in qs)
             self.fail_unless(
                 cond,
-                f'_ShapeError(f"{W} holds {{_b{p.index} // {size}}} elements, but {V} is {{{q.pyname}}}: C would '
-                f'access {{{q.pyname}}} of them (the rule \'{p.name} holds at least {q.name} elements\' is inferred '
-                f'from the names; give \'{p.name}: [dims]\' or \'{p.name}: unsized\' in the contract if it is wrong)")',
+                f'_ShapeError(f"{W} holds {{{have}}} {unit}, but {names} is {values}: C would access '
+                f'{values} of them (the rule \'{p.name} holds at least {rule} {unit}\' is inferred from the '
+                f'names; give \'{p.name}: [dims]\' or \'{p.name}: unsized\' in the contract if it is wrong)")',
             )
 
     def emit_keeps(self) -> None:

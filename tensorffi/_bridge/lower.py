@@ -28,7 +28,7 @@ handles, callbacks, raw pointers, arrays C keeps after the call, pointer or
 The encoding (int64 words; ``tfb_decode`` in bridge_call.c reads it)::
 
     header  VERSION nparams nsym ninputs npos returns result flags nfree nfill nreq nhidden value_code
-    array   1 input dtype role optional rank min_len { factor nsym sym... } * rank
+    array   1 input dtype role optional rank min_len min_len2 min_bytes { factor nsym sym... } * rank
     int     2 input unsigned lo hi sym alias fill numel [factor nsym sym...]  (fill == 1)
     float   3 input bits
     free    (input sym) * nfree
@@ -54,7 +54,7 @@ RES_VOID, RES_INT, RES_UINT, RES_FLOAT, RES_BOOL = range(5)
 ROLE_CODES = {"in": 0, "out": 1, "inout": 2}
 FILL_DIM, FILL_NUMEL = 1, 2
 FLAG_KERNEL = 1
-VERSION = 3  # of the encoding (TFB_VERSION in bridge_call.c)
+VERSION = 4  # of the encoding (TFB_VERSION in bridge_call.c)
 _INT64_MAX = (1 << 63) - 1
 
 
@@ -351,7 +351,9 @@ def encode(plan: Plan, ffi: Any, kernel: tuple[list[str], dict[str, Any]] | None
         if p.kind == "array":
             shape = p.shape
             words += [1, where[p.pyname], STATE.dtype_codes[p.dtype or "any"], ROLE_CODES[p.role], int(p.optional),
-                      -1 if shape is None else len(shape), -1 if p.min_len is None else by_name[p.min_len].index]
+                      -1 if shape is None else len(shape)]
+            lens = [by_name[n].index for n in p.min_len]
+            words += [*(lens + [-1, -1])[:2], int(p.min_len_bytes)]
             for d in shape or ():
                 words += _dim(d, sym)
         elif p.scalar == "float":
