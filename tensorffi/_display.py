@@ -84,6 +84,8 @@ def _role_rows(plan: Any) -> list[tuple[str, str, str, str]]:
                          f"or '{p.name}: unsized')")
         elif p.kind == "handle_out":
             role, what = "out", f"a tensorffi.Handle, returned (closed by {p.destroy})"
+        elif p.kind == "status_out":
+            role, what = "error", "a code C stores: non-zero raises" + (f" ({p.message}'s message)" if p.message else "")
         elif p.kind == "callback":
             role, what = "callback", "a Python callable (may be called from C threads)"
             if p.callback is not None and p.callback.until:

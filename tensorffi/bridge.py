@@ -228,6 +228,30 @@ class BoundFunction:
         raise error_for_status(int(code), self.name, message or f"{self.name}() returned status {code}",
                                native=self.native)
 
+    def status_out_checker(self, p: Param) -> Callable[[int, Any], None]:
+        """``check(code, result)`` for error out-parameter ``p`` (``error: out status(MSGFN)``):
+        raises the library's error for a non-zero ``code``, destroying the handle
+        ``result`` first if C returned one anyway."""
+        msgfn = self.library_function(p.message, f"{p.name}: out status({p.message})")
+        destroy = (self.library_function(self.plan.returns_handle, f"handle({self.plan.returns_handle})")
+                   if self.plan.returns == "handle" else None)
+        ffi, fname, native = self.ffi, self.name, self.native
+
+        def check(code: int, result: Any) -> None:
+            code = int(code)
+            if destroy is not None and result is not None and result != ffi.NULL:
+                destroy(result)  # C reported an error: what it returned is not the caller's to use
+            if msgfn is not None:
+                text = msgfn(code)
+                message = "" if text == ffi.NULL else ffi.string(text).decode("utf-8", "replace")
+            else:
+                message = self.message_for(code)
+            what = "returned no handle" if destroy is not None and (result is None or result == ffi.NULL) else "failed"
+            raise error_for_status(code, fname, f"{fname}() {what}: error {code} in '{p.name}'"
+                                   + (f": {message}" if message else ""), native=native)
+
+        return check
+
     def handle_maker(self, ptr_type: str, destroy_name: str) -> Callable[[Any], Handle]:
         """A function turning the C pointer of type ``ptr_type`` into a Handle."""
         destroy = self.library_function(destroy_name, f"handle({destroy_name})")

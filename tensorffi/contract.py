@@ -43,6 +43,14 @@ C that outlives the call (see :mod:`tensorffi.handles`):
 ``NAME: out handle(DESTROY)``
     the same for an out-parameter (``int open(const char *name, dev_t **out)``):
     the bridge passes a slot, and returns the handle C stored in it.
+``NAME: out status`` (or ``NAME: out status(MSGFN)``)
+    an error out-parameter (``int *error``, as in libsamplerate's
+    ``SRC_STATE *src_new(int converter_type, int channels, int *error)`` or OpenCL's
+    ``errcode_ret``): the bridge passes a zeroed slot, the caller passes nothing, and
+    a non-zero value C stores there is raised as the library's error, with the
+    message of ``const char *MSGFN(int code)`` (``error: out status(src_strerror)``).
+    A constructor that returns NULL raises that error, not "no handle"; one that
+    stores an error and still returns a handle has it destroyed first.
 ``NAME: keep [dims] until H`` (or ``keep in [dims]``, ``keep inout [dims]``)
     C keeps array ``NAME`` after the call returns (a registered buffer): the bridge
     holds its memory while handle parameter ``H`` lives, and refuses memory that
@@ -73,9 +81,34 @@ C that outlives the call (see :mod:`tensorffi.handles`):
 
 A dimension is a symbol, an integer, a product (``b*n``, ``SYMBOL*K``), or an
 integer expression of sizes with ``+ - * / //`` and parentheses (``n/2 + 1``;
-``/`` is integer division). A symbol fixed by no input array (it appears only in
-``out`` shapes or expressions) becomes a required keyword argument of the bound
-function. A symbol named like an integer parameter binds that parameter. An
+``/`` is integer division). A symbol named like an integer parameter binds that
+parameter. A symbol that names no parameter is a *free size*; a free size fixed by
+no input array (it appears only in ``out`` shapes or expressions) becomes a required
+keyword argument of the bound function.
+
+Which free sizes are allowed, checked when the function is bound (a typo in a
+symbol would otherwise leave the length C receives unchecked):
+
+* one used twice or more: it ties dimensions together (``x: [b, n]; y: out [b, n]``)
+  or feeds a filled-in length (``len = b*n``);
+* one used once, where every integer parameter named like a length (``n``,
+  ``len``, ``count``, ``nframes``...) is accounted for: ``x: [r, c]; count =
+  numel(x)`` says "any 2-D shape";
+* any symbol starting with ``_`` (``dest: inout [_cap]``): "any length", on purpose.
+
+Refused with a :class:`~tensorffi.ContractError`: a free size one edit (or a case
+change) away from an integer parameter (``x: [row, cols]`` for ``rows``: "did you
+mean 'rows'?"), and one used once while a length parameter is left unused (``x:
+[m]`` in ``f(const float *x, int64_t n)``: ``n`` would go unchecked).
+
+Lengths without a contract: an array without a shape takes the length C receives
+from the parameter names (``float *data, int size``; ``int64_t n, float *x`` as in
+BLAS; ``float *img, int w, int h`` as a product; ``nbytes`` in bytes; the rules are
+:func:`tensorffi.plan._infer_lengths`), and must hold at least that many elements.
+An array no rule covers is *unchecked*: ``describe()`` and the signature mark it,
+and its function's first call raises an :class:`~tensorffi.UncheckedWarning` (an
+error under ``-W error``) with the clause to write; ``NAME: unsized`` says that no
+length applies and silences it. An
 expression never binds a symbol: it is computed from the others and checked
 (a given array must have exactly that length), and a part of it that goes below
 0, divides by 0 or exceeds 2**63 - 1 is a :class:`~tensorffi.ShapeError` before C
@@ -105,6 +138,7 @@ _FILL = re.compile(rf"^({_IDENT})\s*=\s*(.+)$")
 _RETURN = re.compile(r"^(?:return|->)\s*:?\s*(\w+)\s*(?:\(\s*([A-Za-z_]\w*)\s*\))?$")
 _KEEP = re.compile(rf"^({_IDENT})\s*:\s*keep\s*(?:(in|out|inout)\s*)?\[(.*)\]\s*until\s+({_IDENT})$")
 _HANDLE_OUT = re.compile(rf"^({_IDENT})\s*:\s*(?:out\s+)?handle\s*\(\s*({_IDENT})\s*\)$")
+_STATUS_OUT = re.compile(rf"^({_IDENT})\s*:\s*out\s+status\s*(?:\(\s*({_IDENT})\s*\))?$")
 _MARK = re.compile(rf"^({_IDENT})\s*:\s*(release|acquire|unsized)$")
 _CALLBACK = re.compile(rf"^({_IDENT})\s*:\s*callback\s*\((.*)\)\s*(?:until\s+({_IDENT}))?$")
 
@@ -176,11 +210,12 @@ class Contract:
     releases: set[str] = field(default_factory=set)
     acquires: set[str] = field(default_factory=set)
     unsized: set[str] = field(default_factory=set)  # no inferred length check for these arrays
+    status_outs: dict[str, str | None] = field(default_factory=dict)  # NAME: out status(MSGFN)
 
     def named(self) -> set[str]:
         """Every parameter name the contract mentions."""
         return (set(self.arrays) | set(self.fills) | set(self.handle_outs) | set(self.callbacks)
-                | self.releases | self.acquires | self.unsized)
+                | self.releases | self.acquires | self.unsized | set(self.status_outs))
 
     @property
     def symbols(self) -> set[str]:
@@ -381,6 +416,12 @@ def parse_contract(text: str | None) -> Contract:
         if m:
             contract.handle_outs[m.group(1)] = m.group(2)
             continue
+        m = _STATUS_OUT.match(clause)
+        if m:
+            if m.group(1) in contract.status_outs:
+                raise ContractError(f"{where}: {m.group(1)!r} is described twice")
+            contract.status_outs[m.group(1)] = m.group(2)
+            continue
         m = _MARK.match(clause)
         if m:
             {"release": contract.releases, "acquire": contract.acquires, "unsized": contract.unsized}[m.group(2)].add(
@@ -418,7 +459,8 @@ def parse_contract(text: str | None) -> Contract:
             continue
         raise ContractError(
             f"{where}: expected 'NAME: [dims]', 'NAME: out [dims]', 'NAME: ?', 'PARAM = EXPR', 'return: status', "
-            f"'NAME: keep [dims] until H', 'NAME: out handle(DESTROY)', 'NAME: callback(...)', 'NAME: release' "
+            f"'NAME: keep [dims] until H', 'NAME: out handle(DESTROY)', 'NAME: out status(MSGFN)', "
+            f"'NAME: callback(...)', 'NAME: release' "
             f"'NAME: acquire' or 'NAME: unsized'"
         )
     return contract

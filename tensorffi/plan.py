@@ -29,6 +29,7 @@ from .contract import ArraySpec, CallbackSpec, Contract, Dim, Fill
 from .errors import ContractError
 
 RETURNS = ("status", "count", "value", "none", "handle")
+_INT_DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
 
 
 def pyname(name: str) -> str:
@@ -44,7 +45,7 @@ class Param:
     name: str
     pyname: str
     index: int
-    kind: str  # "array" | "scalar" | "string" | "struct" | "handle_out" | "callback" | "raw"
+    kind: str  # "array" | "scalar" | "string" | "struct" | "handle_out" | "status_out" | "callback" | "raw"
     ctype: str  # C spelling ("const float *")
     dtype: str | None = None  # arrays: canonical element dtype ("any" for void *)
     role: str = "in"  # arrays: in | out | inout
@@ -61,6 +62,7 @@ class Param:
     release: bool = False  # arrays: a kept array given back (the bridge stops holding it)
     acquire: bool = False  # handle parameters: C may have written the arrays this handle keeps
     destroy: str | None = None  # handle_out: the destructor's name
+    message: str | None = None  # status_out: the library function giving a code's message
     closes: bool = False  # a handle parameter of a destructor: a Handle passed here is closed
     #: arrays: the integer parameter(s) C takes as its length, a product where two are
     #: named (``float *img, int w, int h``): an inferred lower bound (see _infer_lengths)
@@ -85,7 +87,7 @@ class Param:
     def caller_gives(self) -> bool:
         """Whether the caller passes this parameter in the short calling form (positionally)."""
         return not (self.fill is not None or self.is_symbol or self.role == "out" or self.optional
-                    or self.kind == "handle_out")
+                    or self.kind in ("handle_out", "status_out"))
 
 
 @dataclass
@@ -121,7 +123,7 @@ class Plan:
     @property
     def keyword_only(self) -> list[Param]:
         """Parameters the caller may pass by keyword (out handles are only returned)."""
-        return [p for p in self.params if not p.caller_gives and p.kind != "handle_out"]
+        return [p for p in self.params if not p.caller_gives and p.kind not in ("handle_out", "status_out")]
 
     @property
     def has_full_form(self) -> bool:
@@ -161,6 +163,9 @@ class Plan:
                              f"give '{p.name}: [dims]' in the contract, or '{p.name}: unsized' if none applies)")
             elif p.kind == "handle_out":
                 what = f"out handle (closed by {p.destroy})"
+            elif p.kind == "status_out":
+                what = "error out-parameter: a non-zero code C stores is raised" + (
+                    f" (message from {p.message})" if p.message else "")
             elif p.kind == "callback":
                 what = "a Python callable (may be called from C threads)"
                 if p.callback and p.callback.until:
@@ -219,7 +224,7 @@ def build_plan(
 
     names = {p.name for p in decl.params}
     for key in sorted(set(contract.handle_outs) | set(contract.callbacks) | contract.releases | contract.acquires
-                      | contract.unsized):
+                      | contract.unsized | set(contract.status_outs)):
         if key not in names:
             raise fail(f"the contract names '{key}', which is not a parameter of {decl.text}")
     spec: ArraySpec | None
@@ -271,6 +276,13 @@ def build_plan(
             if ct.pointer_depth != 2 or ct.is_function_pointer:
                 raise fail(f"'{cp.name}' ({ct.text}) cannot receive a handle: it must be a pointer to a pointer")
             p.kind, p.destroy, p.as_int = "handle_out", contract.handle_outs[cp.name], False
+            params.append(p)
+            continue
+        if cp.name in contract.status_outs:
+            if ct.pointer_depth != 1 or ct.const or ct.dtype not in _INT_DTYPES or ct.is_function_pointer:
+                raise fail(f"'{cp.name}: out status' needs a pointer to an integer C writes (int *error), "
+                           f"not {ct.text}")
+            p.kind, p.message = "status_out", contract.status_outs[cp.name]  # (as_int: the shim takes intptr_t)
             params.append(p)
             continue
         if cp.name in contract.callbacks:

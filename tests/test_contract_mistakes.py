@@ -279,3 +279,104 @@ def test_a_contract_or_unsized_silences_it(cache):
         fixed.opaque_ok(torch.zeros(3), 3)
         with pytest.raises(ShapeError, match=r"opaque\(\).*'p'"):
             fixed.opaque(torch.zeros(3), 4)
+
+
+# --------------------------------------------------------------------------- #
+# error out-parameters (constructors that return NULL)                         #
+# --------------------------------------------------------------------------- #
+
+ERR_SRC = r"""
+#include <stdint.h>
+#include <stdlib.h>
+typedef struct obj { int64_t value; } obj_t;
+static int destroyed = 0;
+static const char *messages[] = {"no error", "bad size", "out of luck"};
+obj_t *obj_new(int64_t value, int *error) {
+    *error = 0;
+    if (value < 0) { *error = 1; return NULL; }
+    obj_t *o = malloc(sizeof *o);
+    o->value = value;
+    if (value == 7) *error = 2;      /* an error reported beside a handle */
+    return o;
+}
+void obj_free(obj_t *o) { destroyed++; free(o); }
+int64_t obj_value(const obj_t *o) { return o->value; }
+int obj_destroyed(void) { return destroyed; }
+const char *obj_strerror(int code) { return code >= 0 && code < 3 ? messages[code] : "?"; }
+double safe_log2(double x, int32_t *err) { if (x <= 0) { *err = 2; return 0; } *err = 0; int e = 0; while (x >= 2) { x /= 2; e++; } return e; }
+"""
+ERR_CDEF = """
+typedef struct obj obj_t;
+obj_t *obj_new(int64_t value, int *error);
+void obj_free(obj_t *o);
+int64_t obj_value(const obj_t *o);
+int obj_destroyed(void);
+const char *obj_strerror(int code);
+double safe_log2(double x, int32_t *err);
+"""
+
+
+@pytest.fixture(scope="module")
+def errlib(cache):
+    return tensorffi.compile("errout_lib", ERR_CDEF, source=ERR_SRC, cache=cache, contracts={
+        "obj_new": "return: handle(obj_free); error: out status(obj_strerror)",
+        "safe_log2": "err: out status(obj_strerror)",
+    })
+
+
+def test_a_null_constructor_raises_the_librarys_own_message(errlib, rng):
+    v = int(rng.integers(0, 1000)) * 2
+    with errlib.obj_new(v) as h:                   # the caller passes no error slot
+        assert errlib.obj_value(h) == v
+    with pytest.raises(tensorffi.NativeError, match=r"obj_new\(\) returned no handle: error 1 in 'error': "
+                                                   r"bad size") as info:
+        errlib.obj_new(-5)
+    assert info.value.code == 1
+
+
+def test_an_error_beside_a_handle_destroys_it(errlib):
+    before = errlib.obj_destroyed()
+    with pytest.raises(tensorffi.NativeError, match="obj_new.*error 2 in 'error': out of luck"):
+        errlib.obj_new(7)
+    assert errlib.obj_destroyed() == before + 1   # not leaked, not handed out
+
+
+def test_an_error_out_parameter_of_a_plain_function(errlib, rng):
+    x = float(rng.uniform(1, 1e6))
+    assert errlib.safe_log2(x) == float(int(np.floor(np.log2(x))))
+    with pytest.raises(tensorffi.NativeError, match=r"safe_log2\(\) failed: error 2 in 'err': out of luck"):
+        errlib.safe_log2(-1.0)
+    assert "error out-parameter" in str(tensorffi.describe(errlib.safe_log2)) or \
+        "non-zero raises" in str(tensorffi.describe(errlib.safe_log2))
+
+
+def test_an_error_out_parameter_must_be_an_integer_pointer(cache):
+    with pytest.raises(ContractError, match=r"'x: out status' needs a pointer to an integer"):
+        plan_of("double f(double *x);", "x: out status")
+
+
+def test_libsamplerate_src_new_error_message():
+    import ctypes
+    import ctypes.util
+
+    path = ctypes.util.find_library("samplerate")
+    if path is None:
+        pytest.skip("libsamplerate is not installed (Debian: apt-get install libsamplerate0-dev)")
+    cdef = """
+    typedef struct SRC_STATE_tag SRC_STATE;
+    SRC_STATE *src_new(int converter_type, int channels, int *error);
+    SRC_STATE *src_delete(SRC_STATE *state);
+    const char *src_strerror(int error);
+    """
+    lib = tensorffi.load(path, cdef, {"src_new": "return: handle(src_delete); error: out status(src_strerror)"})
+    ref = ctypes.CDLL(path)
+    ref.src_strerror.restype = ctypes.c_char_p
+    code = ctypes.c_int(0)
+    ref.src_new.restype = ctypes.c_void_p
+    assert ref.src_new(99, 1, ctypes.byref(code)) is None and code.value != 0
+    want = ref.src_strerror(code.value).decode()
+    with pytest.raises(tensorffi.NativeError, match=rf"src_new\(\) returned no handle: error {code.value}.*"
+                                                   rf"{want.rstrip('.')}"):
+        lib.src_new(99, 1)        # converter 99 does not exist
+    with lib.src_new(2, 1):       # SRC_SINC_FASTEST, one channel
+        pass

@@ -527,6 +527,15 @@ class _Arguments(_Emitter):
             self.emit(f"_x{i} = {self.const(struct, 'st')}({v}, _u)")
             self.emit(f"_h{i} = _x{i}[3]")
             return f"_x{i}[0]"
+        if p.kind == "status_out":
+            target = p.ctype.replace("const ", "").rstrip()
+            self.emit(f"_x{i} = {self.const(lambda t=target: ffi.new(t), 'slot')}()")
+            check = self.const(self.b.status_out_checker(p), "sto")
+            # first of what runs after the call: before a returned handle is made
+            self.post.insert(0, f"if _x{i}[0]: {check}(_x{i}[0], {'_r' if self.plan.returns == 'handle' else 'None'})")
+            if p.as_int:  # a compile() shim takes the pointer as an intptr_t
+                return f"{self.const(lambda x: int(ffi.cast('intptr_t', x)), 'addr')}(_x{i})"
+            return f"_x{i}"
         if p.kind == "handle_out":
             target = p.ctype.replace("const ", "").rstrip()
             self.emit(f"_x{i} = {self.const(lambda t=target: ffi.new(t), 'slot')}()")
@@ -1133,7 +1142,7 @@ def _full_form(plan: Plan, call: Callable[[], Callable[..., Any]]) -> Callable[.
     caller. Lengths passed this way are checked like keyword ones."""
     allnames = [p.pyname for p in plan.params]
     short = [p.pyname for p in plan.positional]
-    handles = [p.pyname for p in plan.params if p.kind == "handle_out"]
+    handles = [p.pyname for p in plan.params if p.kind in ("handle_out", "status_out")]
     name = plan.name
 
     def full(args: tuple[Any, ...], **kw: Any) -> Any:
@@ -1145,7 +1154,8 @@ def _full_form(plan: Plan, call: Callable[[], Callable[..., Any]]) -> Callable[.
         values = dict(zip(allnames, args))
         for h in handles:
             if values.pop(h) is not None:
-                raise TypeError(f"{name}(): '{h}' receives a handle from C: pass None there (it is returned)")
+                raise TypeError(f"{name}(): '{h}' receives a handle or an error code from C: pass None there "
+                                f"(a handle is returned, an error raised)")
         for k, v in kw.items():
             if v is not None:
                 if k in values and values[k] is not None:
