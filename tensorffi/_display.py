@@ -79,6 +79,8 @@ def _role_rows(plan: Any) -> list[tuple[str, str, str, str]]:
             if p.min_len:
                 unit = " bytes" if p.min_len_bytes else " elements"
                 what += f", at least {' * '.join(repr(q) for q in p.min_len)}{unit} (inferred from the names)"
+            elif p.dtype == "any" and p.shape is None and p.role != "out":
+                what += f", length not checked (void *: user data, a handle or a buffer; '{p.name}: [nbytes]' checks one)"
             elif p.unchecked:
                 what += (f", UNCHECKED length (C may access past its end: '{p.name}: [dims]' in the contract, "
                          f"or '{p.name}: unsized')")

@@ -74,10 +74,12 @@ class Param:
 
     @property
     def unchecked(self) -> bool:
-        """An array whose length the bridge cannot check: no shape in the contract, no
-        length inferred from the names, not marked ``unsized`` (C may run past it)."""
+        """A typed array whose length the bridge cannot check: no shape in the contract,
+        no length inferred from the names, not marked ``unsized`` (C may run past it).
+        A bare ``void *`` is not counted: it is as often user data or a handle as a
+        buffer (``describe()`` says its length is not checked)."""
         return (self.kind == "array" and self.shape is None and not self.min_len and not self.unsized
-                and self.role != "out" and self.keep_until is None and not self.release)
+                and self.role != "out" and self.keep_until is None and not self.release and self.dtype != "any")
 
     @property
     def written(self) -> bool:
