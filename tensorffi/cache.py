@@ -24,6 +24,15 @@ Layout (one flat folder, so listing and pruning stay simple)::
     libs/<sha256>.so        shared libraries carried by portable load() handles
     locks/                  one lock file per recipe (fcntl), so concurrent builds wait
     tmp.*                   build folders (removed when a build ends)
+    CACHEDIR.TAG            the mark of a tensorffi cache (the standard tag backup
+                            tools skip, with a line naming tensorffi)
+
+A folder becomes a cache when tensorffi first uses it, if it is new, empty, or holds
+only what tensorffi writes (a cache of an earlier version): it is then tagged. A
+folder that holds anything else and no tag of tensorffi's is refused with a
+:class:`~tensorffi.CacheError` (a mistaken ``--dir`` or ``TENSORFFI_CACHE_DIR``), and
+:func:`clear` and pruning remove only entries named as tensorffi names them, so a
+file a user puts in a cache survives them.
 
 Size: ``$TENSORFFI_CACHE_SIZE`` (bytes, or with a K/M/G suffix; default 1G). After
 each build the least recently used modules are removed until the cache fits.
@@ -34,6 +43,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -45,6 +55,12 @@ from .errors import CacheError
 
 DEFAULT_LIMIT = 1 << 30
 MODULE_PREFIX = "_tf_"
+TAG = "CACHEDIR.TAG"
+#: the standard cache-directory tag (bford.info/cachedir), then ours
+TAG_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"
+            "# This folder is a tensorffi build cache (tensorffi.cache). tensorffi clears and prunes\n"
+            "# only folders that hold this file, and in them only the entries it wrote.\n")
+_OWN_DIRS = ("recipes", "libs", "locks")
 
 _checked: dict[str, Path] = {}
 
@@ -78,7 +94,55 @@ def directory(override: str | os.PathLike[str] | None = None) -> Path:
             f"refusing to load code from it (chmod 700 it, or set TENSORFFI_CACHE_DIR)",
             str(path), "writable by other users", refused=True,
         )
+    _claim(path)
     return path
+
+
+#: how tensorffi names what it writes: in the top folder, and in each of its own folders
+_OWN_TOP = re.compile(rf"{MODULE_PREFIX}\w+\.(?:so|json)|(?:tmp|\.tmp)\.[A-Za-z0-9_]{{8}}")
+_OWN_IN = {"recipes": re.compile(r"[\w.-]+-[0-9a-f]{24}\.json"), "libs": re.compile(r"[0-9a-f]{64}\.so"),
+           "locks": re.compile(rf"(?:[\w.-]+-[0-9a-f]{{24}}|{MODULE_PREFIX}\w+)\.lock")}
+
+
+def _foreign(path: Path) -> list[str]:
+    """What in ``path`` tensorffi did not write (judged by the names it gives its files)."""
+    out = []
+    for e in os.scandir(path):
+        if e.name in _OWN_IN and e.is_dir(follow_symlinks=False):
+            out += [f"{e.name}/{f.name}" for f in os.scandir(e.path)
+                    if not (_OWN_IN[e.name].fullmatch(f.name) and f.is_file(follow_symlinks=False))]
+        elif not _OWN_TOP.fullmatch(e.name):
+            out.append(e.name + ("/" if e.is_dir() else ""))
+    return sorted(out)
+
+
+def _claim(path: Path) -> None:
+    """Make sure ``path`` is a tensorffi cache: tagged, or tagged now if it is empty or
+    holds only what tensorffi writes; anything else is refused (nothing is written)."""
+    tag = path / TAG
+    try:
+        with open(tag, "rb") as f:
+            if b"tensorffi" in f.read(4096):
+                return
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise unusable(path, exc) from None
+    try:
+        foreign = _foreign(path)
+    except OSError as exc:
+        raise unusable(path, exc) from None
+    if foreign or tag.exists():
+        shown = ", ".join(repr(n) for n in foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
+        raise CacheError(
+            f"cache directory {path} is not a tensorffi cache: it holds what tensorffi did not write "
+            f"({shown or 'a ' + TAG + ' of another program'}) and no {TAG} of tensorffi's; tensorffi neither writes "
+            f"into it nor clears it. Choose a new or empty folder (cache=, --dir, TENSORFFI_CACHE_DIR)",
+            str(path), "not a tensorffi cache", refused=True)
+    try:
+        write_atomic(tag, TAG_TEXT.encode())
+    except OSError as exc:
+        raise unusable(path, exc) from None
 
 
 def unusable(path: Path, exc: OSError) -> CacheError:
@@ -224,10 +288,15 @@ def clear(path: str | os.PathLike[str] | None = None) -> int:
     modules = _modules(root)
     for m in modules:
         remove_module(root, m["module"])
-    for name in ("recipes", "libs", "locks"):
-        shutil.rmtree(root / name, ignore_errors=True)
+    for name, own in _OWN_IN.items():
+        # only what tensorffi wrote: a file of the user's in a cache folder survives
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(root / name):
+                if own.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
     for entry in os.scandir(root):
-        if entry.name.startswith("tmp.") and entry.is_dir():
+        if _OWN_TOP.fullmatch(entry.name) and entry.name.startswith("tmp.") and entry.is_dir(follow_symlinks=False):
             # a build folder older than an hour is left over from a killed process
             with contextlib.suppress(OSError):
                 if time.time() - entry.stat().st_mtime > 3600:
@@ -242,6 +311,8 @@ def prune(root: Path, keep: str = "", max_bytes: int | None = None) -> list[str]
     entries = [(m["last_used"], m["bytes"], m["module"], True) for m in _modules(root)]
     with contextlib.suppress(OSError):
         for entry in os.scandir(root / "libs"):
+            if not (_OWN_IN["libs"].fullmatch(entry.name) and entry.is_file(follow_symlinks=False)):
+                continue  # not a library tensorffi carried: not its to remove
             with contextlib.suppress(OSError):
                 st = entry.stat()
                 entries.append((st.st_mtime, st.st_size, entry.path, False))
