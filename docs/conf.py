@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Sphinx configuration of tensorffi's API reference (built in CI: `.ci/docs`).
+"""Sphinx configuration of tensorffi's API reference (built in CI by `.ci/run`'s docs step).
 
 The reference is generated from the docstrings (autodoc); nothing is written twice.
 """
