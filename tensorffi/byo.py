@@ -45,6 +45,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -62,7 +63,7 @@ from ._calls import CxxErrors
 from ._decl import parse_declarations
 from ._shims import SHIM_PREFIX, abi_shim_cdef, has_array_params
 from ._version import __version__
-from .errors import BuildError, BuildWarning, CacheError, CacheWarning, LibraryMismatchError
+from .errors import BuildError, BuildWarning, CacheError, CacheWarning, DeclarationError, LibraryMismatchError
 from .library import Library, check_contracts
 
 # Bumped whenever the way modules are generated changes (part of every cache key).
@@ -179,6 +180,7 @@ def load(
     """
     check_contracts(contracts)
     path = os.fspath(library)
+    _refuse_directives(cdef, path)
     decls = parse_declarations(cdef)
     state: dict[str, Any] = dict(
         v=HANDLE_FORMAT, cdef=cdef, contracts=dict(contracts or {}), returns=returns, path=path, sha256=None, data=None
@@ -198,6 +200,34 @@ def load(
         raise BuildError(f"portable=True needs a library file, not a name the loader searches for ({path!r})")
     args, kwargs = _open_loaded(state, decls=decls, here=True)
     return Library(*args, **kwargs)
+
+
+_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(include|define|undef|if|ifdef|ifndef|elif|else|endif|pragma|error)\b(.*)$",
+                        re.MULTILINE)
+
+
+def _refuse_directives(cdef: str, library: str) -> None:
+    """load() reads declarations as cffi does, without a C preprocessor: a pasted header
+    (``#include``, ``#ifndef`` guards, macros) is refused with the call that reads one."""
+    m = _DIRECTIVE.search(cdef) if isinstance(cdef, str) else None
+    if m is None:
+        return
+    line = cdef.count("\n", 0, m.start()) + 1
+    inc = re.search(r'#[ \t]*include[ \t]*[<"]([^>"]+)[>"]', cdef)
+    guard = re.search(r"^[ \t]*#[ \t]*ifndef[ \t]+_*([A-Za-z]\w*?)_H_*\b", cdef, re.MULTILINE)
+    header = inc.group(1) if inc is not None else guard.group(1).lower() + ".h" if guard is not None else "mylib.h"
+    for where in ("/usr/include", "/usr/local/include"):
+        if os.path.exists(os.path.join(where, header)):
+            header = os.path.join(where, header)
+            break
+    base = os.path.basename(library)
+    name = re.sub(r"^lib|\.so(\.\d+)*$|\.dylib$", "", base) or "mylib"
+    raise DeclarationError(
+        f"load({library!r}): the declarations hold preprocessor lines (line {line}: {m.group(0).strip()!r}); "
+        f"load() reads C declarations as cffi does, with no preprocessor. To bind a header, let the compiler "
+        f"read it: tensorffi.compile({name!r}, header={header!r}, libraries=[{name!r}]) binds what the "
+        f"header declares (it needs a C compiler); or pass load() only the declarations of the functions",
+        file="<cdef>", line=line, text=m.group(0).strip())
 
 
 def _open_loaded(state: dict[str, Any], decls: Any = None, here: bool = False) -> tuple[tuple[Any, ...], dict[str, Any]]:

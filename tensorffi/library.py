@@ -141,6 +141,14 @@ class Library:
             return bound[name]
         if name.startswith("_") or bound is None:
             raise AttributeError(name)
+        raw = self.__dict__.get("raw")
+        if raw is not None and name not in self.declarations.functions:
+            try:
+                value = getattr(raw, name)  # an enum constant or #define the declarations give
+            except (AttributeError, Exception):
+                value = None
+            if isinstance(value, int):
+                return value  # type: ignore[return-value]
         import difflib
 
         close = difflib.get_close_matches(name, list(bound), n=3)
