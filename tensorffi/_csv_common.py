@@ -316,6 +316,20 @@ def _call(fn: Callable[..., Any], where: tuple[np.ndarray | bytes, str, np.ndarr
         raise _parse_error(exc, buf, name, errinfo) from None
 
 
+_NOT_A_NUMBER = re.compile(r'is not a number: "(.*)"$')
+
+
+def na_word_hint(message: str) -> str:
+    """``message``, with the road to take where the field that is not a number is one of
+    pandas' NA words (``"NA"``, ``"NULL"``, ``"n/a"``...): read_csv reads them only when
+    asked (``na_values=()``), as NumPy's loadtxt does not read them at all."""
+    m = _NOT_A_NUMBER.search(message)
+    if m is None or m.group(1) not in NA_VALUES:
+        return message
+    return (f"{message}: {m.group(1)!r} is one of pandas' NA words; pass na_values=() to read pandas' NA words "
+            f"as missing (NaN), or na_values=[{m.group(1)!r}] for this one")
+
+
 def _parse_error(exc: NativeError, buf: np.ndarray | bytes, name: str, errinfo: np.ndarray) -> ParseError:
     offset, line, column, tb, te = (int(v) for v in errinfo)
     message = str(exc).removesuffix(" [TF_EPARSE]")
@@ -328,7 +342,8 @@ def _parse_error(exc: NativeError, buf: np.ndarray | bytes, name: str, errinfo: 
         lo = max(tb, offset - 16)
         return EncodingError(message, exc.code, exc.function, line=line, column=column, offset=offset, text=text,
                              data=bytes(buf[lo : min(te, offset + 16)]), start=offset - lo)
-    return ParseError(message, exc.code, exc.function, line=line, column=column, offset=offset, text=text)
+    return ParseError(na_word_hint(message), exc.code, exc.function, line=line, column=column, offset=offset,
+                      text=text)
 
 
 def _looks_like_header(spans: np.ndarray) -> bool:

@@ -20,6 +20,7 @@ from ._torch import T
 from .errors import NativeError, NativeIOError, ParseError
 from ._csv_common import (
     EncodingError,
+    na_word_hint,
     _INT_RANGE,
     _KERNEL_NAMES,
     _Progress,
@@ -533,7 +534,8 @@ class CSVChunks:
             data = raw.tobytes()
             return EncodingError(message, exc.code, exc.function, line=line, column=column, offset=offset, text=text,
                                  data=data, start=min(max(offset - tb, 0), max(len(data) - 1, 0)))
-        return ParseError(message, exc.code, exc.function, line=line, column=column, offset=offset, text=text)
+        return ParseError(na_word_hint(message), exc.code, exc.function, line=line, column=column, offset=offset,
+                          text=text)
 
     def _start(self) -> None:
         """Read up to the first record: header or data, the columns, where data starts."""

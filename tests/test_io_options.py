@@ -6,6 +6,7 @@ of a few bytes) and the stream (iter_csv)."""
 from __future__ import annotations
 
 import io
+import re
 import os
 import warnings
 
@@ -316,3 +317,20 @@ def test_vector_reader_reads_a_dot_as_text_under_decimal_comma(simd):
     with pytest.raises(ParseError, match="not a number") as info:
         tio.read_csv(("\n".join(rows) + "\n").encode(), delimiter=";", decimal=",", header=False)
     assert info.value.line == 4
+
+
+@pytest.mark.parametrize("word", ["NA", "NULL", "n/a", "#N/A"])
+def test_a_pandas_na_word_names_na_values(tmp_path, rng, word):
+    """issue 40: "NA" was 'field 2 is not a number: "NA"' with no road to pandas' NA words."""
+    values = rng.standard_normal((4, 3))
+    rows = [",".join(repr(float(v)) for v in row) for row in values]
+    rows[2] = rows[2].split(",")[0] + f",{word}," + rows[2].split(",")[2]
+    path = tmp_path / "na.csv"
+    path.write_text("\n".join(rows) + "\n")
+    for read in (tio.read_csv, lambda p, **kw: np.concatenate(list(tio.iter_csv(p, **kw)))):
+        with pytest.raises(ParseError, match=rf"not a number: \"{re.escape(word)}\".*pass na_values=\(\)"):
+            read(path)
+        got = np.asarray(read(path, na_values=(), dtype=np.float64))
+        want = values.copy()
+        want[2, 1] = np.nan
+        np.testing.assert_array_equal(got, want)
