@@ -1550,19 +1550,25 @@ static PyObject *nc_cxx_guard(NativeCall *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* The first call runs `first_call()` (a warning that may be an error under -W error),
- * then every call goes straight to the call it replaced: nothing is paid after it. */
+/* The first call runs `first_call()` (a warning; under -W error an error, and then the
+ * next call asks again), then every call goes straight to the call it replaced:
+ * nothing is paid after it. */
 static PyObject *nc_vectorcall_first(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     NativeCall *self = (NativeCall *)callable;
     PyObject *hook = self->first_call;
     if (hook != NULL) {
-        self->first_call = NULL;
-        self->vectorcall = self->after_first;
+        Py_INCREF(hook);
         PyObject *r = PyObject_CallNoArgs(hook);
-        Py_DECREF(hook);
-        if (r == NULL)
+        if (r == NULL) { /* an error (-W error): the next call asks again */
+            Py_DECREF(hook);
             return NULL;
+        }
         Py_DECREF(r);
+        if (self->first_call == hook) { /* (another thread's first call may have cleared it) */
+            self->vectorcall = self->after_first;
+            Py_CLEAR(self->first_call);
+        }
+        Py_DECREF(hook);
     }
     return self->after_first(callable, args, nargsf, kwnames);
 }

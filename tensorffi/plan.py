@@ -562,7 +562,7 @@ def _infer_lengths(params: list[Param], contract: Contract) -> None:
     ``*_len``/``*Len``, ``*_size``, ``*_count``, ``*_frames``. ``void *`` is left alone (it
     may be a handle or user data); a shape in the contract, or ``NAME: unsized``, replaces
     the rule. What no rule covers is *unchecked*: ``describe()`` and the signature say so,
-    and the library warns once (:class:`~tensorffi.UncheckedWarning`)."""
+    and the function's first call warns (:class:`~tensorffi.UncheckedWarning`)."""
     for p in params:
         p.unsized = p.kind == "array" and p.name in contract.unsized
 
@@ -670,7 +670,7 @@ def _check_symbols(fail: Any, decl: CFunction, contract: Contract) -> None:
             free_ints = ", ".join(lengths)
             raise fail(f"size '{sym}' appears only once and names no parameter of {decl.text}: it ties no two "
                        f"sizes together and C never receives it, so it checks nothing, while the contract "
-                       f"leaves the length parameter(s) {free_ints} unchecked). Name the parameter that holds this size, "
+                       f"leaves the length parameter(s) {free_ints} unchecked. Name the parameter that holds this size, "
                        f"write the number, use '{sym}' in another shape or 'PARAM = {sym}', or write '_{sym}' for a "
                        f"dimension of any length", first[sym])
 
