@@ -115,3 +115,99 @@ def test_zlib_example_mistakes(zl, rng):
     out = torch.empty(150, dtype=torch.float64)  # any dtype: 1,200 bytes
     assert zl.inflate_into(lib, out, data) == 1200
     assert out.numpy().tobytes() == x.numpy().tobytes()
+
+
+# --------------------------------------------------------------------------- #
+# libsamplerate: a callback C keeps after the call (issue 36)                  #
+# --------------------------------------------------------------------------- #
+
+
+@pytest.fixture(scope="module")
+def samplerate():
+    return example("samplerate_callback", "samplerate", "libsamplerate0-dev")
+
+
+def src_simple_reference(x: np.ndarray, ratio: float, converter: int) -> np.ndarray:
+    """libsamplerate's own one-shot src_simple, called through ctypes."""
+    import ctypes
+
+    class SRC_DATA(ctypes.Structure):
+        _fields_ = [("data_in", ctypes.POINTER(ctypes.c_float)), ("data_out", ctypes.POINTER(ctypes.c_float)),
+                    ("input_frames", ctypes.c_long), ("output_frames", ctypes.c_long),
+                    ("input_frames_used", ctypes.c_long), ("output_frames_gen", ctypes.c_long),
+                    ("end_of_input", ctypes.c_int), ("src_ratio", ctypes.c_double)]
+
+    src = ctypes.CDLL(ctypes.util.find_library("samplerate"))
+    x = np.ascontiguousarray(x, np.float32)
+    y = np.zeros(int(len(x) * ratio) + 64, np.float32)
+    fp = ctypes.POINTER(ctypes.c_float)
+    d = SRC_DATA(x.ctypes.data_as(fp), y.ctypes.data_as(fp), len(x), len(y), 0, 0, 1, ratio)
+    assert src.src_simple(ctypes.byref(d), converter, 1) == 0
+    return y[: d.output_frames_gen]
+
+
+@pytest.mark.parametrize("ratio", [0.5, 1.5])
+def test_samplerate_callback_equals_src_simple(samplerate, rng, ratio):
+    lib = samplerate.library()
+    x = rng.standard_normal(int(rng.integers(3000, 6000))).astype(np.float32)
+    blocks = [torch.from_numpy(b) for b in np.array_split(x, int(rng.integers(5, 30)))]
+    got = samplerate.resample(lib, blocks, ratio, read=int(rng.integers(100, 900)))
+    np.testing.assert_allclose(got.numpy(), src_simple_reference(x, ratio, samplerate.SRC_SINC_FASTEST), atol=1e-6)
+
+
+def test_samplerate_example_runs(samplerate, capsys):
+    samplerate.main(seconds=0.1)
+    assert "samples at" in capsys.readouterr().out
+
+
+def test_samplerate_callback_is_kept_by_the_handle(samplerate, rng):
+    """36e677b refused 'until return' for a callback; with ctypes, an unkept one is freed."""
+    import gc
+    import weakref
+
+    lib = samplerate.library()
+    x = rng.standard_normal(2000).astype(np.float32)
+    feeder = samplerate.Feeder(lib, [torch.from_numpy(b) for b in np.array_split(x, 8)])
+    alive = weakref.ref(feeder)
+    state = lib.src_callback_new(feeder, samplerate.SRC_SINC_FASTEST, 1)
+    del feeder
+    gc.collect()
+    assert alive() is not None  # held by the handle, not by the caller
+    out = []
+    while True:
+        n, y = lib.src_callback_read(state, 2.0, frames=700)
+        if n == 0:
+            break
+        out.append(y[:n].clone())
+    np.testing.assert_allclose(torch.cat(out).numpy(), src_simple_reference(x, 2.0, samplerate.SRC_SINC_FASTEST),
+                               atol=1e-6)
+    state.close()
+    gc.collect()
+    assert alive() is None  # and given up with it
+    with pytest.raises(tensorffi.HandleClosedError):
+        lib.src_callback_read(state, 2.0, frames=10)
+
+
+def test_samplerate_callback_exception_reaches_the_read(samplerate):
+    lib = samplerate.library()
+
+    calls = []
+
+    def broken(data):
+        calls.append(1)
+        if len(calls) == 1:
+            raise ZeroDivisionError("no more input today")
+        return 0  # the end of the input
+
+    with lib.src_callback_new(broken, samplerate.SRC_SINC_FASTEST, 1) as state:
+        with pytest.raises(ZeroDivisionError, match="no more input today"):
+            lib.src_callback_read(state, 1.5, frames=100)  # raised by the call during which C called it
+        n, _ = lib.src_callback_read(state, 1.5, frames=100)  # C got 0 frames (error=0): nothing is pending
+        assert n == 0 and len(calls) >= 2
+
+
+def test_samplerate_bad_converter_is_libsamplerates_message(samplerate):
+    lib = samplerate.library()
+    with pytest.raises(tensorffi.NativeError, match=r"src_callback_new\(\) returned no handle: error \d+ in "
+                                                   r"'error': .*[Cc]onverter"):
+        lib.src_callback_new(lambda data: 0, 99, 1)
