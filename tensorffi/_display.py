@@ -90,12 +90,8 @@ def _role_rows(plan: Any) -> list[tuple[str, str, str, str]]:
             role, what = "error", "a code C stores: non-zero raises" + (f" ({p.message}'s message)" if p.message else "")
         elif p.kind == "callback":
             role, what = "callback", "a Python callable (may be called from C threads)"
-            if p.keep_until == "return":
-                what += ", kept by C while the handle the call returns lives (held by it)"
-            elif p.callback is not None and p.callback.until:
-                what += f", kept by C while '{p.callback.until}' lives (held per registration)"
-        elif p.kind == "callback_release":
-            role, what = "release", "a callable registered before: C gets its pointer back, the handle stops holding it"
+            if p.callback is not None and p.callback.until:
+                what += f", kept while '{p.callback.until}' lives"
         elif p.fill is not None:
             src = f"numel({p.fill.numel_of})" if p.fill.numel_of else str(p.fill.dim)
             role, what = "filled", f"= {src}"

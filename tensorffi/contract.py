@@ -61,13 +61,7 @@ C that outlives the call (see :mod:`tensorffi.handles`):
     and ``out``): the returned :class:`~tensorffi.Handle` holds the arrays; the
     function needs ``return: handle(DESTROY)``.
 ``NAME: release``
-    a kept array passed here is given back: the bridge stops holding it. On a
-    function-pointer parameter (an unregister function, ``int
-    remove_listener(dev_t *dev, listener_fn cb)``): the caller passes the Python
-    callable it registered, C receives the very pointer it was given then (C compares
-    pointers), and once the call succeeds the handle stops holding that registration
-    (one per call: a callable registered twice is released twice). A callable this
-    handle does not hold is an ArgumentTypeError, never a pointer C does not know.
+    a kept array passed here is given back: the bridge stops holding it.
 ``NAME: unsized``
     pointer parameter ``NAME`` has no length the bridge can check: it turns off the
     check inferred from the declaration's names (``float *data, int size``: ``data``
@@ -83,15 +77,7 @@ C that outlives the call (see :mod:`tensorffi.handles`):
     exception is stored and raised at the next call that takes handle ``H`` (or
     when the call returns, without ``until``); C then receives ``N`` (default 0)
     as the callback's result. ``until H``: the callback stays alive while ``H``
-    lives (C may call it after the registering call returns), one hold per
-    registration. ``until return``: while the handle this call makes lives (the one
-    it returns with ``return: handle(DESTROY)``, or its one ``out handle``): a
-    constructor that stores the callback, as libsamplerate's ``src_callback_new(func,
-    ...)``. An exception raised while C runs a call that takes the handle is raised
-    when that call returns; one raised on a C thread in between, at the next such
-    call or by ``close()``; one raised during the constructor closes the new handle
-    and is raised by the constructor. A callback C calls after its handle closed, or
-    after C was told to drop it, is C's bug the bridge cannot see.
+    lives (C may call it after the registering call returns).
 
 A dimension is a symbol, an integer, a product (``b*n``, ``SYMBOL*K``), or an
 integer expression of sizes with ``+ - * / //`` and parentheses (``n/2 + 1``;

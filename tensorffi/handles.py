@@ -30,11 +30,9 @@ lists and pointer arithmetic:
   added, and ``release`` gives back one registration;
 * Python callables passed for function pointers (``cb: callback(...) until dev``)
   stay alive while the handle lives — every one registered, not only the last
-  (C APIs that keep a list of listeners call each) — or, for a constructor that
-  stores one (``until return``), while the handle it returns lives; an unregister
-  function (``cb: release``) gives one registration back. They may be called from
-  any C thread; an exception they raise is stored and raised when the call that
-  takes the handle returns, at the next such call, or by :meth:`Handle.close`;
+  (C APIs that keep a list of listeners call each); they may be called from any C
+  thread, and an exception they raise is stored and raised at the next call that
+  takes the handle, or by :meth:`Handle.close`;
 * the destructor named in ``handle(DESTROY)``, called directly on the handle
   (``lib.DESTROY(h)``), closes the handle (the destructor runs once; later uses are
   a :class:`~tensorffi.HandleClosedError`).
@@ -161,11 +159,6 @@ class _State:
         with self.lock:
             self.errors.append(exc)
 
-    def raise_errors(self) -> None:
-        """Raise what callbacks stored (after a call that took the handle returned)."""
-        if self.errors:
-            self._raise_pending()
-
     # -- closing --------------------------------------------------------------- #
 
     def close(self, raise_errors: bool) -> None:
@@ -202,55 +195,6 @@ class _State:
                 if hasattr(first, "add_note"):
                     first.add_note(f"(and {type(other).__name__}: {other})")
             raise first
-
-
-class PendingErrors:
-    """Where a callback kept by the handle a call *makes* stores its exceptions: here
-    while the call runs (the handle does not exist yet), then in that handle
-    (``attach``), which raises them at the next call that takes it. An exception the
-    callback raised during the making call itself closes the new handle and is raised
-    by that call."""
-
-    __slots__ = ("state", "errors", "lock")
-
-    def __init__(self) -> None:
-        self.state: _State | None = None
-        self.errors: list[BaseException] = []
-        self.lock = threading.Lock()
-
-    def store(self, exc: BaseException) -> None:
-        with self.lock:
-            if self.state is None:
-                self.errors.append(exc)
-                return
-            state = self.state
-        state.store_error(exc)
-
-    def attach(self, handle: "Handle") -> None:
-        with self.lock:
-            self.state, errors, self.errors = handle._state, self.errors, []
-        if errors:
-            for exc in errors:
-                handle._state.store_error(exc)
-            handle.close()  # raises the first (the handle never reached the caller)
-
-
-def registered_callback(states: list[_State], fn: Any, where: str) -> Any:
-    """The C function pointer registered for Python callable ``fn`` with one of the
-    handles ``states`` (an unregister call must pass C the pointer it was given)."""
-    for st in states:
-        with st.lock:
-            for key, obj in reversed(list(st.kept.values())):
-                if key == ("callback", fn):
-                    return obj
-    if isinstance(fn, _FFI.CData) or type(fn).__name__ == "_CDataBase" or hasattr(fn, "__cffi_cdata__"):
-        return fn
-    if fn is None:
-        raise ArgumentTypeError(f"{where} gives a callback back: it cannot be None")
-    raise ArgumentTypeError(
-        f"{where}: {fn!r} is not registered with this handle (never registered, already removed, or its "
-        f"handle is another one): C would be given a pointer it does not know"
-    )
 
 
 def _finalize(state: _State) -> None:

@@ -45,9 +45,7 @@ class Param:
     name: str
     pyname: str
     index: int
-    #: "array" | "scalar" | "string" | "struct" | "handle_out" | "status_out" | "callback" |
-    #: "callback_release" (a function pointer an unregister call gives back) | "raw"
-    kind: str
+    kind: str  # "array" | "scalar" | "string" | "struct" | "handle_out" | "status_out" | "callback" | "raw"
     ctype: str  # C spelling ("const float *")
     dtype: str | None = None  # arrays: canonical element dtype ("any" for void *)
     role: str = "in"  # arrays: in | out | inout
@@ -60,9 +58,7 @@ class Param:
     is_symbol: bool = False  # an integer parameter named like a shape symbol (it *is* that size)
     as_int: bool = False  # passed to C as an intptr_t (shim)
     clause: str = ""
-    #: arrays (and callbacks) C keeps after the call, while this handle parameter lives
-    #: ("return": the handle the call returns; a handle_out's name: the handle it makes)
-    keep_until: str | None = None
+    keep_until: str | None = None  # arrays C keeps after the call, while this handle parameter lives
     release: bool = False  # arrays: a kept array given back (the bridge stops holding it)
     acquire: bool = False  # handle parameters: C may have written the arrays this handle keeps
     destroy: str | None = None  # handle_out: the destructor's name
@@ -174,12 +170,8 @@ class Plan:
                     f" (message from {p.message})" if p.message else "")
             elif p.kind == "callback":
                 what = "a Python callable (may be called from C threads)"
-                if p.keep_until == "return":
-                    what += ", kept by C while the handle it returns lives (held by that handle)"
-                elif p.callback and p.callback.until:
+                if p.callback and p.callback.until:
                     what += f", kept while '{p.callback.until}' lives"
-            elif p.kind == "callback_release":
-                what = "a callable registered before, given back (its handle stops holding it)"
             elif p.fill is not None:
                 src = f"numel({p.fill.numel_of})" if p.fill.numel_of else str(p.fill.dim)
                 what = f"filled in: {p.name} = {src}"
@@ -364,46 +356,22 @@ def build_plan(
                            p.clause)
         elif p.keep_until is not None:
             handle_param(p.keep_until, p.clause)
-        if p.kind == "callback" and p.callback is not None and p.callback.until == "return" \
-                and "return" not in by_name:
-            # kept until the handle this call makes: the one it returns, or its one out handle
-            outs = [q.name for q in params if q.kind == "handle_out"]
-            if contract.returns_handle is not None:
-                p.keep_until = "return"
-            elif len(outs) == 1:
-                p.keep_until = outs[0]
-            else:
-                raise fail("'until return' needs a function that makes one handle ('return: handle(DESTROY)' or "
-                           "one 'NAME: out handle(DESTROY)'): C keeps the callback while that handle lives"
-                           + (f"; this one makes {len(outs)}: write 'until {outs[0]}'" if outs else ""), p.clause)
-        elif p.kind == "callback" and p.callback is not None and p.callback.until is not None:
-            h = by_name.get(p.callback.until)
-            if h is not None and h.kind == "handle_out":
-                p.keep_until = h.name  # the handle this call makes through that out-parameter
-            else:
-                handle_param(p.callback.until, p.clause)
+        if p.kind == "callback" and p.callback is not None and p.callback.until is not None:
+            handle_param(p.callback.until, p.clause)
     def handle_like(q: Param) -> bool:
         return q.kind == "struct" or (q.kind == "array" and q.dtype == "any" and q.shape is None)
 
     for name in sorted(contract.releases):
         p = by_name[name]
-        if p.kind == "raw" and _is_fn_ptr(decl, name):
-            # an unregister function: the callable registered before is given back
-            if not any(handle_like(q) for q in params):
-                raise fail(f"'{name}: release' gives a callback back to a handle, but {fname} has no handle "
-                           f"parameter")
-            p.kind, p.release, p.as_int = "callback_release", True, False
-            continue
         if p.kind != "array":
-            raise fail(f"'{name}: release' needs an array or function-pointer parameter, not {p.ctype}")
+            raise fail(f"'{name}: release' needs an array parameter, not {p.ctype}")
         if p.keep_until is not None:
             raise fail(f"'{name}' is both kept and released by the same call")
         if not any(handle_like(q) and q is not p for q in params):
             raise fail(f"'{name}: release' gives a kept array back to a handle, but {fname} has no handle parameter")
         p.release = True
     for p in params:
-        if p.kind == "callback" and p.callback is not None and p.callback.until not in (None, "return") \
-                and by_name[p.callback.until].kind != "handle_out":
+        if p.kind == "callback" and p.callback is not None and p.callback.until is not None:
             if by_name[p.callback.until].optional:
                 raise fail(f"the callback lives as long as '{p.callback.until}', which cannot then be optional",
                            p.clause)
@@ -707,10 +675,6 @@ def _check_symbols(fail: Any, decl: CFunction, contract: Contract) -> None:
                        f"dimension of any length", first[sym])
 
 
-def _is_fn_ptr(decl: CFunction, name: str) -> bool:
-    return any(q.name == name and q.type.is_function_pointer for q in decl.params)
-
-
 def _check_callback(fail: Any, p: Param) -> None:
     """A callback's array arguments must be pointers of the function pointer's
     signature, and their sizes its integer arguments."""
@@ -853,7 +817,7 @@ def _annotation(p: Param) -> str:
         return "str | bytes"
     if p.kind == "struct":
         return "tensorffi.Handle | tensorffi.Struct"
-    if p.kind in ("callback", "callback_release"):
+    if p.kind == "callback":
         return "collections.abc.Callable[..., typing.Any]"
     return "typing.Any"  # a raw pointer (cffi cdata)
 

@@ -28,7 +28,7 @@ from ..errors import (
     ShapeError,
     TensorFFIError,
 )
-from ..handles import Handle, Kept, PendingErrors, kept_block, registered_callback as _registered_callback
+from ..handles import Handle, Kept, kept_block
 from ..contract import eval_dim
 from ..plan import OpArg, Param, Plan, operator_signature, pyname
 from . import lower as _lower
@@ -542,27 +542,10 @@ class _Arguments(_Emitter):
             make = self.const(self.b.handle_maker(target[:-1].rstrip(), p.destroy), "mkh")  # type: ignore[arg-type]
             self.post.append(f"_ho{i} = {make}(_x{i}[0])")
             return f"_x{i}"
-        if p.kind == "callback_release":
-            # an unregister call: C gets the very function pointer registered for this
-            # callable (it compares pointers), and the handle stops holding it on success
-            find = self.const(_registered_callback, "cbr")
-            self.emit(f"_x{i} = {find}(_u, {v}, \"{self.lit(where)}\")")
-            self.post.append(f"for _st in _u: _st.release(('callback', {v}))")
-            return f"_x{i}"
         if p.kind == "callback":
             factory = self.const(self.b.callback_factory(p), "cbf")
             spec = p.callback
             assert spec is not None
-            if p.keep_until is not None:
-                # kept until the handle this call makes (returns, or stores in an out
-                # parameter): exceptions wait in `pending` until that handle exists
-                pend = self.const(PendingErrors, "pend")
-                self.emit(f"_cbp{i} = {pend}()")
-                self.emit(f"_x{i} = {factory}({v}, _cbp{i}.store)")
-                made = "_hr" if p.keep_until == "return" else f"_ho{self.plan.by_name[p.keep_until].index}"
-                self.keep_return.append(f"{made}._state.hold(('callback', {v}), _x{i})")
-                self.keep_return.append(f"_cbp{i}.attach({made})")
-                return f"_x{i}"
             if spec.until is not None:
                 h = self.plan.by_name[spec.until]
                 self.emit(f"if _h{h.index} is None: raise _ArgType(\"{self.lit(where)}: 'until {spec.until}' needs "
@@ -570,7 +553,7 @@ class _Arguments(_Emitter):
                 self.emit(f"_x{i} = {factory}({v}, _h{h.index}.store_error)")
                 # every registration is held (C may keep a list of listeners), until the
                 # handle is destroyed; one C refused is dropped
-                self.emit(f"_kt{i} = _h{h.index}.hold(('callback', {v}), _x{i})")
+                self.emit(f"_kt{i} = _h{h.index}.hold(('callback', {p.name!r}), _x{i})")
                 if self.plan.returns in ("status", "count"):
                     self.post_failure.append(f"_h{h.index}.drop(_kt{i})")
             else:
@@ -885,7 +868,7 @@ class _CallGen(_Arguments):
                 # registration of the same buffer stays held)
                 self.post_failure.append(f"_h{h.index}.drop(_kt{i})")
         for p in self.plan.params:
-            if p.release and p.kind == "array":
+            if p.release:
                 self.post.append(f"for _st in _u: _st.release(_a{p.index})")
             if p.acquire:
                 self.pre_call.append(f'if _h{p.index} is not None: _h{p.index}.check_kept("{self.lit(self.where(p))}")')
@@ -960,14 +943,7 @@ class _CallGen(_Arguments):
                 self.emit(f"if {fail}: {st}(_r)")
         for line in self.post:
             self.emit(line)
-        if self.handle_capable:
-            # what a callback raised while C ran this call (C calls them from its own
-            # calls, or from its threads meanwhile): raised now, not at a later call
-            self.emit("for _st in _u: _st.raise_errors()")
         value: list[str] = []
-        if plan.returns != "handle" and self.keep_return:  # held by an out handle (_hoN, made in post)
-            for line in self.keep_return:
-                self.emit(line)
         if plan.returns == "handle":
             make = self.const(self.b.handle_maker(plan.decl.result.text.replace("const ", ""),
                                                   plan.returns_handle), "mkh")  # type: ignore[arg-type]
