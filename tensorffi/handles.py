@@ -43,7 +43,10 @@ lists and pointer arithmetic:
   late (a thread already inside it when the unregister call returned, a library
   that calls a listener it said it removed) reaches a stub that returns the
   callback's ``error=`` value, never freed code; such a call stores a
-  :class:`~tensorffi.NativeError` that the next call on the handle raises. The
+  :class:`~tensorffi.NativeError` that the next call on the handle raises. That
+  costs about 1 KB per removed registration (850 B of Python heap measured), given
+  back when the handle closes: a handle that registers and removes listeners
+  millions of times should be reopened now and then. The
   bridge cannot know about C that keeps a callback past the handle's destructor,
   or that was given a callback without ``until`` (freed when the call returns):
   that is the contract's to say;

@@ -5,6 +5,7 @@ against a small C library whose listeners are called from a thread it starts."""
 from __future__ import annotations
 
 import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -143,6 +144,10 @@ def test_a_removed_listener_is_not_called_and_its_hold_is_released(lib, rng):
         with pytest.raises(tensorffi.ArgumentTypeError, match="dev_remove_listener.*'cb'.*not registered"):
             lib.dev_remove_listener(dev, a)  # C never sees a pointer it does not know
         assert lib.dev_listeners(dev) == 1
+        gone = weakref.ref(a)
+        del a
+        gc.collect()
+        assert gone() is None  # the handle let the removed callable go
 
 
 def test_the_same_callable_twice_is_held_twice_and_released_once_each(lib, rng):

@@ -13,8 +13,8 @@ contract says so in one clause::
 
 and tensorffi then keeps the cffi callback alive for as long as the converter lives
 (with ctypes, forgetting to hold a reference to the ``CFUNCTYPE`` object is a
-segfault at the first read; with a bare ``callback()`` clause the bridge would free
-it when ``src_callback_new`` returns). ``src_callback_read`` calls the callback on the
+segfault at the first read; here a bare ``callback()`` on a function that gives back
+one handle means ``until return`` too). ``src_callback_read`` calls the callback on the
 caller's thread, so an exception it raises is raised when that read returns; the
 callback returns 0 to C meanwhile (libsamplerate reads that as the end of the input).
 
