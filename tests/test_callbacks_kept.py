@@ -28,6 +28,8 @@ int dev_remove_listener_buggy(ldev_t *dev, listener_fn cb);
 int dev_fire(ldev_t *dev, const float *x, int64_t n, int64_t count);
 int dev_listeners(ldev_t *dev);
 void dev_close(ldev_t *dev);
+ldev_t *dev_open_calling(listener_fn cb, void *user, const float *x, int64_t n);
+int dev_closed(void);
 """
 
 SOURCE = r"""
@@ -84,7 +86,15 @@ int dev_fire(ldev_t *d, const float *x, int64_t n, int64_t count) {
     pthread_join(t, NULL);
     return 0;
 }
-void dev_close(ldev_t *d) { free(d); }
+static int closed;
+void dev_close(ldev_t *d) { free(d); __atomic_add_fetch(&closed, 1, __ATOMIC_SEQ_CST); }
+int dev_closed(void) { return __atomic_load_n(&closed, __ATOMIC_SEQ_CST); }
+/* a constructor that calls its listener once, on the caller's thread, before it returns */
+ldev_t *dev_open_calling(listener_fn cb, void *user, const float *x, int64_t n) {
+    ldev_t *d = dev_open_with(cb, user);
+    if (d) cb(x, n, user);
+    return d;
+}
 """
 
 CONTRACTS = {
@@ -96,6 +106,8 @@ CONTRACTS = {
     "dev_remove_listener_buggy": "cb: release; return: status",
     "dev_fire": "x: [n]; return: status",
     "dev_listeners": "return: count",
+    "dev_open_calling": "cb: callback(x: [n]) until return; user: ?; x: [n]; return: handle(dev_close)",
+    "dev_closed": "return: count",
 }
 
 
@@ -283,6 +295,24 @@ def test_a_raising_callback_kept_until_return(lib, rng):
     with pytest.raises(ValueError, match="kept callback failed"):
         dev.close()  # or by close()
     assert dev.closed
+
+
+def test_a_callback_raising_while_its_constructor_runs(lib, rng):
+    """C called it before the handle existed: the handle is destroyed (once) and the
+    exception raised when the constructor returns."""
+    x = rng.standard_normal(4).astype(np.float32)
+    seen: list = []
+    dev = lib.dev_open_calling(recorder(seen, "c"), x)
+    np.testing.assert_array_equal(seen[0][1], x)
+    dev.close()
+
+    def boom(x):
+        raise LookupError("refused the first frame")
+
+    before = lib.dev_closed()
+    with pytest.raises(LookupError, match="refused the first frame"):
+        lib.dev_open_calling(boom, x)
+    assert lib.dev_closed() == before + 1
 
 
 def test_a_call_into_a_released_callback_does_not_crash(lib, rng):
