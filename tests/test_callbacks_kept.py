@@ -9,6 +9,7 @@ import weakref
 
 import numpy as np
 import pytest
+import torch
 
 import tensorffi
 from tensorffi import ContractError, HandleClosedError, NativeError
@@ -30,6 +31,7 @@ int dev_listeners(ldev_t *dev);
 void dev_close(ldev_t *dev);
 ldev_t *dev_open_calling(listener_fn cb, void *user, const float *x, int64_t n);
 int dev_closed(void);
+int dev_open_buf(ldev_t **out, float *buf, int64_t n);
 """
 
 SOURCE = r"""
@@ -89,6 +91,7 @@ int dev_fire(ldev_t *d, const float *x, int64_t n, int64_t count) {
 static int closed;
 void dev_close(ldev_t *d) { free(d); __atomic_add_fetch(&closed, 1, __ATOMIC_SEQ_CST); }
 int dev_closed(void) { return __atomic_load_n(&closed, __ATOMIC_SEQ_CST); }
+int dev_open_buf(ldev_t **out, float *buf, int64_t n) { (void)buf; (void)n; *out = dev_open(); return *out ? 0 : -1; }
 /* a constructor that calls its listener once, on the caller's thread, before it returns */
 ldev_t *dev_open_calling(listener_fn cb, void *user, const float *x, int64_t n) {
     ldev_t *d = dev_open_with(cb, user);
@@ -108,6 +111,7 @@ CONTRACTS = {
     "dev_listeners": "return: count",
     "dev_open_calling": "cb: callback(x: [n]) until return; user: ?; x: [n]; return: handle(dev_close)",
     "dev_closed": "return: count",
+    "dev_open_buf": "out: out handle(dev_close); buf: keep [n] until return; return: status",
 }
 
 
@@ -278,6 +282,16 @@ def test_until_return_holds_the_callback_on_the_out_handle(lib, rng):
     lib.dev_fire(dev, x, 1)
     np.testing.assert_array_equal(seen[0][1], x)
     dev.close()
+
+
+def test_an_array_kept_until_return_is_held_by_the_out_handle(lib):
+    buf = tensorffi.buffer(8)
+    dev = lib.dev_open_buf(buf)
+    assert len(dev._state.kept) == 1
+    with pytest.raises(tensorffi.LayoutError, match="'buf'"):
+        lib.dev_open_buf(torch.zeros(8))  # memory that could move is refused, as for 'until H'
+    dev.close()
+    assert dev._state.kept == {}
 
 
 def test_a_raising_callback_kept_until_return(lib, rng):
