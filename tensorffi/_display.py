@@ -88,9 +88,13 @@ def _role_rows(plan: Any) -> list[tuple[str, str, str, str]]:
             role, what = "out", f"a tensorffi.Handle, returned (closed by {p.destroy})"
         elif p.kind == "status_out":
             role, what = "error", "a code C stores: non-zero raises" + (f" ({p.message}'s message)" if p.message else "")
+        elif p.kind == "callback" and p.release:
+            role, what = "release", "the Python callable registered before: its registration ends"
         elif p.kind == "callback":
             role, what = "callback", "a Python callable (may be called from C threads)"
-            if p.callback is not None and p.callback.until:
+            if p.held_by is not None:
+                what += ", kept while the handle this call gives back lives"
+            elif p.callback is not None and p.callback.until:
                 what += f", kept while '{p.callback.until}' lives"
         elif p.fill is not None:
             src = f"numel({p.fill.numel_of})" if p.fill.numel_of else str(p.fill.dim)

@@ -56,12 +56,24 @@ C that outlives the call (see :mod:`tensorffi.handles`):
     holds its memory while handle parameter ``H`` lives, and refuses memory that
     could be resized or freed meanwhile (use :func:`tensorffi.buffer`).
 ``NAME: keep [dims] until return``
-    the same, kept until the handle the call *returns* is closed (FFTW's
+    the same, kept until the handle the call *gives back* is closed (FFTW's
     ``fftwf_plan_dft_r2c_1d(n, in, out, flags)`` returns a plan that keeps ``in``
-    and ``out``): the returned :class:`~tensorffi.Handle` holds the arrays; the
-    function needs ``return: handle(DESTROY)``.
+    and ``out``): that :class:`~tensorffi.Handle` holds the arrays. The handle is
+    the one of ``return: handle(DESTROY)``, or, for a function that returns none,
+    its one ``NAME: out handle(DESTROY)``; a function with no such handle, or with
+    several, is a ContractError naming the clause (say ``until H`` on a call that
+    takes the handle instead).
 ``NAME: release``
-    a kept array passed here is given back: the bridge stops holding it.
+    a kept array passed here is given back: the bridge stops holding it. On a
+    function-pointer parameter (an unregister function,
+    ``int remove_listener(dev_t *dev, listener_fn cb)``): the caller passes the
+    Python callable it registered on the handle this call takes; the bridge passes
+    C the function pointer it made for it then, and once C returned success ends
+    that registration (the latest of that callable; ``==`` compares callables, so a
+    bound method passed again matches). A callable not registered there is an
+    ArgumentTypeError before C runs. An unregister function that takes a
+    registration id instead of the function pointer cannot be matched: what was
+    registered stays held until the handle closes (memory, never a crash).
 ``NAME: unsized``
     pointer parameter ``NAME`` has no length the bridge can check: it turns off the
     check inferred from the declaration's names (``float *data, int size``: ``data``
@@ -69,15 +81,23 @@ C that outlives the call (see :mod:`tensorffi.handles`):
 ``H: acquire``
     after this call, arrays kept by handle ``H`` that C writes may hold new data:
     their autograd version counters are bumped (a "wait" or "acquire" call).
-``NAME: callback(ARG: [dims], ..., copy, error=N) [until H]``
+``NAME: callback(ARG: [dims], ..., copy, error=N) [until H | until return]``
     a Python callable for function-pointer parameter ``NAME``; it may be called
     from any C thread. Array arguments of the callback become tensors viewing C
     memory for the duration of the call (``copy``: copies that may be kept);
-    sizes named in their shapes, and ``void *`` arguments, are not passed. An
-    exception is stored and raised at the next call that takes handle ``H`` (or
-    when the call returns, without ``until``); C then receives ``N`` (default 0)
-    as the callback's result. ``until H``: the callback stays alive while ``H``
-    lives (C may call it after the registering call returns).
+    sizes named in their shapes, and ``void *`` arguments, are not passed. C
+    receives ``N`` (default 0) as the callback's result when it raises. Without
+    ``until``, the callback lives for the call and its exception is raised when
+    the call returns, except on a function that gives back one handle (a
+    constructor, which most often keeps it): there it means ``until return``.
+    ``until H``: the callback stays alive while handle parameter ``H`` lives (C may call it after the registering call returns), held once per
+    registration; ``until return``: while the handle the call gives back lives (as
+    for ``keep ... until return``: libsamplerate's ``src_callback_new(func, ...)``).
+    An exception raised in a kept callback is raised when a call that takes the
+    handle returns, if C called the callback on that call's own thread
+    (``src_callback_read`` calls it synchronously), before C's error status;
+    raised on another thread, it waits for the next call that takes the handle, or
+    ``close()`` (where it surfaces never depends on timing).
 
 A dimension is a symbol, an integer, a product (``b*n``, ``SYMBOL*K``), or an
 integer expression of sizes with ``+ - * / //`` and parentheses (``n/2 + 1``;

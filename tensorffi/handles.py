@@ -30,9 +30,26 @@ lists and pointer arithmetic:
   added, and ``release`` gives back one registration;
 * Python callables passed for function pointers (``cb: callback(...) until dev``)
   stay alive while the handle lives — every one registered, not only the last
-  (C APIs that keep a list of listeners call each); they may be called from any C
-  thread, and an exception they raise is stored and raised at the next call that
+  (C APIs that keep a list of listeners call each); ``until return`` hands them to
+  the handle the call gives back (its result, or its one out handle), so a
+  constructor such as ``src_callback_new(func, ...)`` keeps ``func`` for the life
+  of the converter. They may be called from any C thread. An exception one raises
+  is stored: if C called it on the thread of a call that takes the handle (during
+  that call), it is raised when that call returns; otherwise at the next call that
   takes the handle, or by :meth:`Handle.close`;
+* an unregister function (``cb: release``) ends one registration of the callable
+  passed to it: the Python callable is let go, and the C entry point the bridge
+  made for it stays, disarmed, until the handle is destroyed, so C that calls it
+  late (a thread already inside it when the unregister call returned, a library
+  that calls a listener it said it removed) reaches a stub that returns the
+  callback's ``error=`` value, never freed code; such a call stores a
+  :class:`~tensorffi.NativeError` that the next call on the handle raises. That
+  costs about 1 KB per removed registration (850 B of Python heap measured), given
+  back when the handle closes: a handle that registers and removes listeners
+  millions of times should be reopened now and then. The
+  bridge cannot know about C that keeps a callback past the handle's destructor,
+  or that was given a callback without ``until`` (freed when the call returns):
+  that is the contract's to say;
 * the destructor named in ``handle(DESTROY)``, called directly on the handle
   (``lib.DESTROY(h)``), closes the handle (the destructor runs once; later uses are
   a :class:`~tensorffi.HandleClosedError`).
@@ -68,7 +85,7 @@ class _State:
     """What a handle and its finalizer share (nothing refers back to the Handle)."""
 
     __slots__ = ("ptr", "ctype", "name", "destroy", "lock", "users", "closed", "destroyed", "kept", "tokens",
-                 "tensors", "errors", "check_status")
+                 "tensors", "errors", "error_threads", "check_status", "retired")
 
     def __init__(self, ptr: Any, ctype: Any, name: str, destroy: Callable[[Any], Any],
                  check_status: Callable[[Any], None] | None) -> None:
@@ -85,7 +102,9 @@ class _State:
         self.tokens = 0
         self.tensors: tuple[Kept, ...] | None = ()  # the kept tensors (None: to recompute)
         self.errors: list[BaseException] = []  # raised by callbacks, waiting for the next call
+        self.error_threads: list[int] = []  # the thread each of those was raised on
         self.check_status = check_status
+        self.retired: list[Any] = []  # callbacks C gave back: disarmed, kept until the destructor ran
 
     # -- calls that use the handle -------------------------------------------- #
 
@@ -97,6 +116,7 @@ class _State:
                 raise HandleClosedError(f"{where}: the handle {self.name} is closed")
             if self.errors:
                 err = self.errors.pop(0)
+                self.error_threads.pop(0)
                 raise err
             self.users += 1
             return self.ptr
@@ -134,6 +154,27 @@ class _State:
                     self.tensors = None
                     return
 
+    def registered(self, key: Any) -> tuple[int, Any] | None:
+        """The latest registration under ``key``: (token, what is held), or None."""
+        with self.lock:
+            for token in reversed(list(self.kept)):
+                if self.kept[token][0] == key:
+                    return token, self.kept[token][1]
+        return None
+
+    def retire(self, token: int) -> None:
+        """C gave back registration ``token`` of a callback: the registration ends and
+        the Python callable is let go, but the C entry point stays (disarmed) until
+        the handle is destroyed, so a C library that calls it late (a thread already
+        calling it, a listener it says it removed) reaches a stub, never freed code."""
+        with self.lock:
+            entry = self.kept.pop(token, None)
+            if entry is None:
+                return
+            self.tensors = None
+            entry[1].disarm()
+            self.retired.append(entry[1])
+
     def _kept_tensors(self) -> tuple[Kept, ...]:
         """The kept tensors, computed when registrations change (not on every
         "acquire" call, which may run once per frame)."""
@@ -158,6 +199,21 @@ class _State:
     def store_error(self, exc: BaseException) -> None:
         with self.lock:
             self.errors.append(exc)
+            self.error_threads.append(threading.get_ident())
+
+    def raise_own(self) -> None:
+        """After a call that took the handle returned: raise what its callbacks raised on
+        this thread (C called them synchronously, during the call); exceptions raised on
+        other threads wait for the next call that takes the handle."""
+        me = threading.get_ident()
+        with self.lock:
+            mine = [e for e, t in zip(self.errors, self.error_threads) if t == me]
+            if not mine:
+                return
+            kept = [(e, t) for e, t in zip(self.errors, self.error_threads) if t != me]
+            self.errors = [e for e, _ in kept]
+            self.error_threads = [t for _, t in kept]
+        _raise_first(mine)
 
     # -- closing --------------------------------------------------------------- #
 
@@ -180,6 +236,7 @@ class _State:
         finally:
             with self.lock:
                 self.kept.clear()  # only now: C may have used them until its destructor returned
+                self.retired.clear()
                 self.tensors = None
         if raise_errors:
             if self.check_status is not None:
@@ -188,13 +245,46 @@ class _State:
 
     def _raise_pending(self) -> None:
         with self.lock:
-            errors, self.errors = self.errors, []
+            errors, self.errors, self.error_threads = self.errors, [], []
         if errors:
-            first = errors[0]
-            for other in errors[1:]:
-                if hasattr(first, "add_note"):
-                    first.add_note(f"(and {type(other).__name__}: {other})")
-            raise first
+            _raise_first(errors)
+
+
+def _raise_first(errors: list[BaseException]) -> None:
+    """Raise the first of ``errors``, the others noted on it."""
+    first = errors[0]
+    for other in errors[1:]:
+        if hasattr(first, "add_note"):
+            first.add_note(f"(and {type(other).__name__}: {other})")
+    raise first
+
+
+class LateSink:
+    """Where a callback kept ``until return`` stores an exception: the handle the call
+    returns, once it exists (:meth:`bind`); until then, a list (C may call the
+    callback, from any thread, before the registering call has returned)."""
+
+    __slots__ = ("lock", "state", "pending")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.state: _State | None = None
+        self.pending: list[BaseException] = []
+
+    def __call__(self, exc: BaseException) -> None:
+        with self.lock:
+            state = self.state
+            if state is None:
+                self.pending.append(exc)
+                return
+        state.store_error(exc)
+
+    def bind(self, state: _State) -> None:
+        """From now on exceptions go to ``state``; those stored before go there too."""
+        with self.lock:
+            self.state, pending, self.pending = state, self.pending, []
+        for exc in pending:
+            state.store_error(exc)
 
 
 def _finalize(state: _State) -> None:

@@ -59,7 +59,7 @@ class Param:
     as_int: bool = False  # passed to C as an intptr_t (shim)
     clause: str = ""
     keep_until: str | None = None  # arrays C keeps after the call, while this handle parameter lives
-    release: bool = False  # arrays: a kept array given back (the bridge stops holding it)
+    release: bool = False  # arrays, callbacks: a kept array or callback given back (the bridge stops holding it)
     acquire: bool = False  # handle parameters: C may have written the arrays this handle keeps
     destroy: str | None = None  # handle_out: the destructor's name
     message: str | None = None  # status_out: the library function giving a code's message
@@ -70,6 +70,7 @@ class Param:
     unsized: bool = False  # arrays: 'NAME: unsized', the user's word that no length applies
     min_len_bytes: bool = False  # that length counts bytes (``float *buf, size_t nbytes``)
     callback: CallbackSpec | None = None  # callback: how its arguments become tensors
+    held_by: str | None = None  # kept 'until return': "return" (the returned handle) or an out handle's name
     signature: CFunction | None = None  # callback: the function pointer's parameters and result
 
     @property
@@ -153,7 +154,9 @@ class Plan:
                     what += " bytes (void *: its length counts bytes, whatever the dtype)"
                 if p.role == "out":
                     what += " (allocated and returned)"
-                if p.keep_until == "return":
+                if p.held_by is not None and p.held_by != "return":
+                    what += f", kept by C while the handle given through '{p.held_by}' lives (held by that handle)"
+                elif p.keep_until == "return":
                     what += ", kept by C while the handle it returns lives (held by that handle)"
                 elif p.keep_until:
                     what += f", kept by C while '{p.keep_until}' lives"
@@ -168,9 +171,16 @@ class Plan:
             elif p.kind == "status_out":
                 what = "error out-parameter: a non-zero code C stores is raised" + (
                     f" (message from {p.message})" if p.message else "")
+            elif p.kind == "callback" and p.release:
+                what = ("a Python callable registered before: the bridge passes the C function it made for it and "
+                        "releases that registration")
             elif p.kind == "callback":
                 what = "a Python callable (may be called from C threads)"
-                if p.callback and p.callback.until:
+                if p.held_by == "return":
+                    what += ", kept while the handle it returns lives (held by that handle)"
+                elif p.held_by:
+                    what += f", kept while the handle given through '{p.held_by}' lives (held by that handle)"
+                elif p.callback and p.callback.until:
                     what += f", kept while '{p.callback.until}' lives"
             elif p.fill is not None:
                 src = f"numel({p.fill.numel_of})" if p.fill.numel_of else str(p.fill.dim)
@@ -251,6 +261,8 @@ def build_plan(
             p.kind = "scalar"
             if spec is not None:
                 raise fail(f"'{cp.name}' is a scalar ({ct.text}), not an array", spec.clause)
+            if cp.name in contract.callbacks:
+                raise fail(f"'{cp.name}' ({ct.text}) is not a function pointer", contract.callbacks[cp.name].clause)
             if ct.is_integer:
                 p.scalar = "bool" if ct.resolved in ("_Bool", "bool") or ct.base == "bool" else "int"
                 p.int_range = _int_range(ffi, ct.text.replace("const ", ""))
@@ -292,7 +304,16 @@ def build_plan(
                 raise fail(f"'{cp.name}' ({ct.text}) is not a function pointer", contract.callbacks[cp.name].clause)
             p.kind, p.callback, p.signature, p.as_int = "callback", contract.callbacks[cp.name], ct.signature, False
             p.clause = p.callback.clause
+            if cp.name in contract.releases:
+                raise fail(f"'{cp.name}' is both registered and released by the same call", p.clause)
             _check_callback(fail, p)
+            params.append(p)
+            continue
+        if cp.name in contract.releases and ct.is_function_pointer:
+            # an unregister function: the bridge passes the C function it made for this
+            # callable at registration, and gives that registration back
+            p.kind, p.release, p.signature, p.as_int = "callback", True, ct.signature, False
+            p.clause = f"{cp.name}: release"
             params.append(p)
             continue
         optional = spec is not None and spec.optional
@@ -348,21 +369,45 @@ def build_plan(
             raise fail(f"'until {name}': '{name}' ({h.ctype}) is not a handle (a pointer to an opaque type)", clause)
         return h
 
+    holders = (["return"] if contract.returns_handle is not None else []) + [
+        q.name for q in params if q.kind == "handle_out"]
+
+    def return_holder(clause: str) -> str:
+        """What 'until return' means: the returned handle, or the one out handle."""
+        if not holders:
+            raise fail("'until return' needs a function that returns a handle ('return: handle(DESTROY)') or "
+                       "gives one through an out-parameter ('NAME: out handle(DESTROY)')", clause)
+        if len(holders) > 1:
+            names = ", ".join("the returned handle" if h == "return" else f"'{h}'" for h in holders)
+            raise fail(f"'until return' is ambiguous: {fname} gives several handles ({names}); say which one "
+                       f"keeps it with 'until NAME' on a call that takes that handle", clause)
+        return holders[0]
+
     for p in params:
         if p.keep_until == "return" and "return" not in by_name:
             # kept until the handle this call returns: held by that Handle
-            if contract.returns_handle is None:
-                raise fail(f"'until return' needs a function that returns a handle ('return: handle(DESTROY)')",
-                           p.clause)
+            p.held_by = return_holder(p.clause)
         elif p.keep_until is not None:
             handle_param(p.keep_until, p.clause)
-        if p.kind == "callback" and p.callback is not None and p.callback.until is not None:
+        if p.kind == "callback" and p.callback is not None and p.callback.until == "return":
+            p.held_by = return_holder(p.clause)
+        elif p.kind == "callback" and p.callback is not None and p.callback.until is None and len(holders) == 1:
+            # a callback given to a call that gives back a handle (a constructor) is most
+            # often kept by it: held by that handle, as 'until return' says. Held too
+            # long costs memory; freed too early, C's next call into it is a crash
+            p.held_by = holders[0]
+        elif p.kind == "callback" and p.callback is not None and p.callback.until is not None:
             handle_param(p.callback.until, p.clause)
     def handle_like(q: Param) -> bool:
         return q.kind == "struct" or (q.kind == "array" and q.dtype == "any" and q.shape is None)
 
     for name in sorted(contract.releases):
         p = by_name[name]
+        if p.kind == "callback":
+            if not any(handle_like(q) for q in params):
+                raise fail(f"'{name}: release' gives a kept callback back to a handle, but {fname} has no handle "
+                           f"parameter")
+            continue
         if p.kind != "array":
             raise fail(f"'{name}: release' needs an array parameter, not {p.ctype}")
         if p.keep_until is not None:
@@ -371,7 +416,7 @@ def build_plan(
             raise fail(f"'{name}: release' gives a kept array back to a handle, but {fname} has no handle parameter")
         p.release = True
     for p in params:
-        if p.kind == "callback" and p.callback is not None and p.callback.until is not None:
+        if p.kind == "callback" and p.callback is not None and p.callback.until not in (None, "return"):
             if by_name[p.callback.until].optional:
                 raise fail(f"the callback lives as long as '{p.callback.until}', which cannot then be optional",
                            p.clause)

@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: MIT
 """The gallery (examples/gallery/): real libraries bound as a user would, each run as
 a test against its own reference (numpy.fft.rfft, the samples Python's wave wrote,
-Python's zlib), plus the mistakes each example's text says are refused. A test skips
-only where its library is not installed; CI installs them (.ci/run) and sets
-TENSORFFI_REQUIRE_GALLERY=1, so there a missing library fails."""
+Python's zlib, libsamplerate's own src_simple through ctypes), plus the mistakes each
+example's text says are refused. A test skips only where its library is not
+installed; CI installs them (.ci/run) and sets TENSORFFI_REQUIRE_GALLERY=1, so there a
+missing library fails."""
 from __future__ import annotations
 
 import ctypes.util
@@ -41,6 +42,11 @@ def fftw():
 @pytest.fixture(scope="module")
 def sndfile():
     return example("sndfile_read", "sndfile", "libsndfile1-dev")
+
+
+@pytest.fixture(scope="module")
+def samplerate():
+    return example("samplerate_callback", "samplerate", "libsamplerate0-dev")
 
 
 @pytest.fixture(scope="module")
@@ -115,3 +121,98 @@ def test_zlib_example_mistakes(zl, rng):
     out = torch.empty(150, dtype=torch.float64)  # any dtype: 1,200 bytes
     assert zl.inflate_into(lib, out, data) == 1200
     assert out.numpy().tobytes() == x.numpy().tobytes()
+
+
+def test_samplerate_example_runs(samplerate, capsys):
+    samplerate.main(frames=3001, channels=3, ratio=0.75)
+    assert "against src_simple" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("ratio", [0.5, 1.25, 2.0])
+def test_samplerate_callback_matches_src_simple(samplerate, rng, ratio):
+    lib = samplerate.library()
+    x = rng.standard_normal((int(rng.integers(200, 3000)), int(rng.integers(1, 4)))).astype(np.float32)
+    got = samplerate.convert(lib, x, ratio, block=int(rng.integers(1, 700)), chunk=int(rng.integers(1, 400)))
+    want = samplerate.reference(x, ratio)
+    n = min(len(got), len(want))
+    assert n > 0.9 * len(x) * ratio
+    np.testing.assert_allclose(got[:n], want[:n], rtol=1e-4, atol=1e-4)
+
+
+def test_samplerate_callback_is_kept_by_the_converter(samplerate, rng):
+    import gc
+    import weakref
+
+    lib = samplerate.library()
+    x = rng.standard_normal((800, 1)).astype(np.float32)
+    signal = tensorffi.buffer((800, 1))
+    signal.copy_(torch.from_numpy(x))
+    fn = samplerate.feeder(lib, signal, 64)
+    ref = weakref.ref(fn)
+    state, _ = lib.src_callback_new(fn, samplerate.SRC_SINC_FASTEST, 1)
+    del fn, signal
+    gc.collect()
+    assert ref() is not None  # the converter holds it
+    out = torch.empty(2000, 1)
+    got = lib.src_callback_read(state, 1.0, out)
+    want = samplerate.reference(x, 1.0)
+    np.testing.assert_allclose(out[:got].numpy(), want[:got], rtol=1e-4, atol=1e-4)
+    state.close()
+    gc.collect()
+    assert ref() is None  # deleting the converter let it go
+
+
+def test_samplerate_callback_mistakes(samplerate, rng):
+    lib = samplerate.library()
+    calls = []
+
+    def boom(data):
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyError("no more input today")
+        return 0  # the end of the input
+
+    state, _ = lib.src_callback_new(boom, samplerate.SRC_SINC_FASTEST, 2)
+    with pytest.raises(KeyError, match="no more input today"):
+        lib.src_callback_read(state, 1.5, torch.empty(100, 2))  # C called it during this read
+    assert calls  # and the interpreter is still here
+    assert lib.src_callback_read(state, 1.5, torch.empty(100, 2)) == 0  # raised once
+    with pytest.raises(tensorffi.ShapeError, match="'data'"):
+        lib.src_callback_read(state, 1.5, torch.empty(100, 2), frames=200)  # more frames than the tensor holds
+    state.close()
+    with pytest.raises(tensorffi.HandleClosedError, match="src_callback_read"):
+        lib.src_callback_read(state, 1.5, torch.empty(100, 2))
+    with pytest.raises(tensorffi.ContractError, match="'src_ratio' .double. is not a function pointer"):
+        tensorffi.load("libsamplerate.so.0", samplerate.CDEF, {"src_callback_read": "data: [frames, channels]; "
+                       "src_ratio: callback() until return"}).src_callback_read
+
+
+BARE_CALLBACK = """
+import gc, sys, torch, tensorffi
+sys.path.insert(0, sys.argv[1])
+import samplerate_callback as s
+contracts = dict(s.CONTRACTS, src_callback_new="func: callback(); error: out [1]; cb_data: ?; return: handle(src_delete)")
+lib = tensorffi.load("libsamplerate.so.0", s.CDEF, contracts)
+sig = tensorffi.buffer((1000, 1))
+sig.copy_(torch.randn(1000, 1))
+state, err = lib.src_callback_new(s.feeder(lib, sig, 100), s.SRC_SINC_FASTEST, 1)
+gc.collect()
+print("read", lib.src_callback_read(state, 1.5, torch.empty(500, 1)))
+"""
+
+
+def test_samplerate_a_bare_callback_on_a_constructor_is_kept(samplerate, tmp_path):
+    """Without 'until', a callback given to a function that gives back one handle is
+    kept by that handle (C's later call into a freed closure was a SIGSEGV: run in a
+    subprocess, so that such a crash fails this test only)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "bare.py"
+    script.write_text(BARE_CALLBACK)
+    root = str(Path(tensorffi.__file__).resolve().parents[1])  # this checkout's tensorffi
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, str(script), str(GALLERY)], capture_output=True, text=True, timeout=120,
+                          env=env)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout.split() == ["read", "500"]

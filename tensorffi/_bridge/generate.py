@@ -28,10 +28,11 @@ from ..errors import (
     ShapeError,
     TensorFFIError,
 )
-from ..handles import Handle, Kept, kept_block
+from ..handles import Handle, Kept, LateSink, kept_block
 from ..contract import eval_dim
 from ..plan import OpArg, Param, Plan, operator_signature, pyname
 from . import lower as _lower
+from .callbacks import _release_finder
 from .arrays import (
     _FLT_MAX,
     _FLT_NORMAL,
@@ -542,25 +543,43 @@ class _Arguments(_Emitter):
             make = self.const(self.b.handle_maker(target[:-1].rstrip(), p.destroy), "mkh")  # type: ignore[arg-type]
             self.post.append(f"_ho{i} = {make}(_x{i}[0])")
             return f"_x{i}"
+        if p.kind == "callback" and p.release:
+            # an unregister call: the C function made for this callable at registration;
+            # its registration ends once C returned success
+            find = self.const(_release_finder(ffi, p, self.fname), "cbrel")
+            self.emit(f"_x{i}, _kt{i}, _ks{i} = {find}({v}, _u)")
+            self.post.append(f"if _ks{i} is not None: _ks{i}.retire(_kt{i})")
+            return f"_x{i}"
         if p.kind == "callback":
             factory = self.const(self.b.callback_factory(p), "cbf")
             spec = p.callback
             assert spec is not None
-            if spec.until is not None:
+            if p.held_by is not None:
+                # kept until the handle this call gives back: exceptions wait in a sink
+                # that the handle takes over once it exists, and that handle holds it
+                self.emit(f"_sk{i} = {self.const(LateSink, 'Sink')}()")
+                self.emit(f"_x{i} = {factory}({v}, _sk{i})")
+                holder = "_hr" if p.held_by == "return" else f"_ho{self.plan.by_name[p.held_by].index}"
+                self.keep_return.append(f"_sk{i}.bind({holder}._state)")
+                self.keep_return.append(f"{holder}._state.hold(('callback', {v}), _x{i})")
+                # C called it, and it raised, before the call returned: the handle is
+                # destroyed and the exception raised by close()
+                self.keep_return.append(f"if {holder}._state.errors: {holder}.close()")
+            elif spec.until is not None:
                 h = self.plan.by_name[spec.until]
                 self.emit(f"if _h{h.index} is None: raise _ArgType(\"{self.lit(where)}: 'until {spec.until}' needs "
                           f"'{spec.until}' to be a tensorffi.Handle (the callback must live as long as it)\")")
                 self.emit(f"_x{i} = {factory}({v}, _h{h.index}.store_error)")
                 # every registration is held (C may keep a list of listeners), until the
-                # handle is destroyed; one C refused is dropped
-                self.emit(f"_kt{i} = _h{h.index}.hold(('callback', {p.name!r}), _x{i})")
+                # handle is destroyed or an unregister call releases it; one C refused is dropped
+                self.emit(f"_kt{i} = _h{h.index}.hold(('callback', {v}), _x{i})")
                 if self.plan.returns in ("status", "count"):
                     self.post_failure.append(f"_h{h.index}.drop(_kt{i})")
             else:
                 self.emit("_cberr = []")
                 self.emit(f"_x{i} = {factory}({v}, _cberr.append)")
                 self.post.append("if _cberr: raise _cberr[0]")
-            return f"_x{i}"
+            return f"_x{i}.cdata"
         # raw: function pointers, T **, structs by value: cffi checks them
         return v
 
@@ -854,7 +873,8 @@ class _CallGen(_Arguments):
                 # before the call, held by that Handle once C returned it
                 self.emit(f'_kr{i} = {kept}({p.pyname}, {block}({p.pyname}, _a{i}, "{W}"), _a{i}, {p.written}, '
                           f'"{W}")')
-                self.keep_return.append(f"_hr._state.hold(_a{i}, _kr{i})")
+                holder = "_hr" if p.held_by == "return" else f"_ho{self.plan.by_name[p.held_by].index}"  # type: ignore[index]
+                self.keep_return.append(f"{holder}._state.hold(_a{i}, _kr{i})")
                 continue
             h = self.plan.by_name[p.keep_until]  # type: ignore[index]
             self.emit(f"if _h{h.index} is None: raise _ArgType(\"{W}: C keeps it until "
@@ -868,7 +888,7 @@ class _CallGen(_Arguments):
                 # registration of the same buffer stays held)
                 self.post_failure.append(f"_h{h.index}.drop(_kt{i})")
         for p in self.plan.params:
-            if p.release:
+            if p.release and p.kind == "array":
                 self.post.append(f"for _st in _u: _st.release(_a{p.index})")
             if p.acquire:
                 self.pre_call.append(f'if _h{p.index} is not None: _h{p.index}.check_kept("{self.lit(self.where(p))}")')
@@ -929,13 +949,16 @@ class _CallGen(_Arguments):
     def emit_return(self, results: list[str]) -> None:
         plan = self.plan
         kernel = self.mode == "kernel"
+        # exceptions its callbacks raised on this thread while C ran (C called them
+        # synchronously): raised when the call returns, before C's error status (their cause)
+        own = ["for _st in _u:", "    if _st.errors: _st.raise_own()"] if self.handle_capable else []
         if plan.returns in ("status", "count"):
             st = self.const(self.b.raise_status, "status")
             fail = "_r" if plan.returns == "status" else "_r < 0"
-            if self.post_failure:
+            if self.post_failure or own:
                 self.emit(f"if {fail}:")
                 self.indent()
-                for line in self.post_failure:
+                for line in self.post_failure + own:
                     self.emit(line)
                 self.emit(f"{st}(_r)")
                 self.dedent()
@@ -949,11 +972,13 @@ class _CallGen(_Arguments):
                                                   plan.returns_handle), "mkh")  # type: ignore[arg-type]
             if self.keep_return:
                 self.emit(f"_hr = {make}(_r)")
-                for line in self.keep_return:
-                    self.emit(line)
                 value = ["_hr"]
             else:
                 value = [f"{make}(_r)"]
+        for line in self.keep_return:
+            self.emit(line)
+        for line in own:
+            self.emit(line)
         if plan.returns == "count":
             value = ["_r"]
         if plan.returns == "value":

@@ -412,6 +412,24 @@ MUTANTS: list[Mutant] = [
         ("tests/test_handles.py", "-k", "exception_in_a_callback and compile"),
         "lead",
     ),
+    Mutant(
+        "callback-until-return-not-held",
+        "tensorffi/_bridge/generate.py",
+        "                self.keep_return.append(f\"{holder}._state.hold(('callback', {v}), _x{i})\")",
+        "                pass",
+        "use after free: libsamplerate calls back into a closure freed when src_callback_new returned (SIGSEGV)",
+        ("tests/test_gallery.py", "-k", "callback_is_kept_by_the_converter"),
+        "lead",
+    ),
+    Mutant(
+        "released-callback-freed",
+        "tensorffi/handles.py",
+        "            entry[1].disarm()\n            self.retired.append(entry[1])",
+        "            entry[1].disarm()",
+        "use after free: C that calls a listener after its unregister call returned jumps into freed code",
+        ("tests/test_callbacks_kept.py", "-k", "released_callback_does_not_crash"),
+        "lead",
+    ),
     # ---- the bridge's native call path (csrc/bridge_call.c, issue 19) ---- #
     Mutant(
         "native-storage-extent-unchecked",
