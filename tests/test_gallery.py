@@ -149,7 +149,7 @@ def test_samplerate_callback_is_kept_by_the_converter(samplerate, rng):
     signal.copy_(torch.from_numpy(x))
     fn = samplerate.feeder(lib, signal, 64)
     ref = weakref.ref(fn)
-    state, _ = lib.src_callback_new(fn, samplerate.SRC_SINC_FASTEST, 1)
+    state = lib.src_callback_new(fn, samplerate.SRC_SINC_FASTEST, 1)
     del fn, signal
     gc.collect()
     assert ref() is not None  # the converter holds it
@@ -172,7 +172,7 @@ def test_samplerate_callback_mistakes(samplerate, rng):
             raise KeyError("no more input today")
         return 0  # the end of the input
 
-    state, _ = lib.src_callback_new(boom, samplerate.SRC_SINC_FASTEST, 2)
+    state = lib.src_callback_new(boom, samplerate.SRC_SINC_FASTEST, 2)
     with pytest.raises(KeyError, match="no more input today"):
         lib.src_callback_read(state, 1.5, torch.empty(100, 2))  # C called it during this read
     assert calls  # and the interpreter is still here
@@ -191,11 +191,11 @@ BARE_CALLBACK = """
 import gc, sys, torch, tensorffi
 sys.path.insert(0, sys.argv[1])
 import samplerate_callback as s
-contracts = dict(s.CONTRACTS, src_callback_new="func: callback(); error: out [1]; cb_data: ?; return: handle(src_delete)")
+contracts = dict(s.CONTRACTS, src_callback_new="func: callback(); error: out status(src_strerror); cb_data: ?; return: handle(src_delete)")
 lib = tensorffi.load("libsamplerate.so.0", s.CDEF, contracts)
 sig = tensorffi.buffer((1000, 1))
 sig.copy_(torch.randn(1000, 1))
-state, err = lib.src_callback_new(s.feeder(lib, sig, 100), s.SRC_SINC_FASTEST, 1)
+state = lib.src_callback_new(s.feeder(lib, sig, 100), s.SRC_SINC_FASTEST, 1)
 gc.collect()
 print("read", lib.src_callback_read(state, 1.5, torch.empty(500, 1)))
 """
@@ -216,3 +216,21 @@ def test_samplerate_a_bare_callback_on_a_constructor_is_kept(samplerate, tmp_pat
                           env=env)
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     assert proc.stdout.split() == ["read", "500"]
+
+
+def test_samplerate_bad_converter_is_libsamplerates_message(samplerate):
+    """'error: out status(src_strerror)': on 36e677b a NULL constructor lost its error code."""
+    import ctypes
+
+    lib = samplerate.library()
+    ref = ctypes.CDLL(ctypes.util.find_library("samplerate"))
+    ref.src_strerror.restype = ctypes.c_char_p
+    ref.src_callback_new.restype = ctypes.c_void_p
+    code = ctypes.c_int(0)
+    cb = ctypes.CFUNCTYPE(ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p)(lambda d, p: 0)
+    assert ref.src_callback_new(cb, 99, 1, ctypes.byref(code), None) is None and code.value != 0
+    want = ref.src_strerror(code.value).decode().rstrip(".")
+    with pytest.raises(tensorffi.NativeError, match=rf"src_callback_new\(\) returned no handle: error "
+                                                   rf"{code.value} in 'error': {want}") as info:
+        lib.src_callback_new(lambda data: 0, 99, 1)
+    assert info.value.code == code.value
