@@ -13,7 +13,9 @@
  * plan (the plan stays the one place where contract semantics live). It reads the
  * arguments, checks every rule the Python path checks — dtype, device, contiguity,
  * the negative and conjugate bits, the storage's real extent (a storage resized under
- * a view), writability, requires_grad and inference tensors for written arguments,
+ * a view), writability (with tensors viewing read-only buffers, see
+ * tensorffi/_bridge/readonly.py), requires_grad (written arguments: never; read ones:
+ * only with grad mode off) and inference tensors for written arguments,
  * the contract's symbolic shapes, filled-in lengths, scalar ranges, aliasing between
  * written arguments — allocates outputs in the caller's kind, releases the GIL around
  * the C call, bumps the version counter of the tensors C wrote and turns a failed
@@ -150,6 +152,15 @@ static struct {
     PyTypeObject *tensor_type, *parameter_type, *storage_type, *ndarray_type;
     tfb_attr is_neg, is_conj, untyped_storage, storage_data_ptr, requires_grad, version;
     PyObject *bump;     /* torch._C._increment_version */
+    PyObject *grad_enabled;  /* torch.is_grad_enabled */
+    PyCFunction grad_fn;     /* its METH_NOARGS C function (a thread-local read), or NULL */
+    PyObject *grad_self;
+    /* tensorffi._bridge.readonly.overlaps(address, nbytes): whether torch memory lies in
+     * a read-only buffer (bytes, a read-only mmap or NumPy array torch.frombuffer /
+     * torch.from_numpy viewed); asked only while readonly_count (atomic: set from any
+     * thread by bridge_readonly_count) says such memory is alive. */
+    PyObject *readonly_find;
+    int64_t readonly_count;
     PyObject *np_empty; /* numpy.empty */
     PyObject *np_dtype[TFB_NDTYPES];
     int np_nums[TFB_NDTYPES][TFB_NUMS]; /* NumPy type numbers of each element type (-1: none) */
@@ -356,8 +367,36 @@ static int tfb_size_of(PyObject *v, int64_t *out) {
 /* Arrays                                                                     */
 /* ------------------------------------------------------------------------ */
 
-/* A torch tensor the Python path would pass to C as it is. 1: accepted, 0: decline, -1: error. */
-static int tfb_read_tensor(PyObject *v, const tfb_param *p, tfb_arr *a, int written, int grad_ok) {
+/* Whether grad mode is on: asked at most once per call (*mode: -1 not yet asked).
+ * 1 on, 0 off, -2 on an exception. */
+static int tfb_grad_mode(int *mode) {
+    if (*mode < 0) {
+        PyObject *on = cfg.grad_fn != NULL ? cfg.grad_fn(cfg.grad_self, NULL) : PyObject_CallNoArgs(cfg.grad_enabled);
+        int t = on == NULL ? -1 : PyObject_IsTrue(on);
+        Py_XDECREF(on);
+        if (t < 0)
+            return -2;
+        *mode = t;
+    }
+    return *mode;
+}
+
+/* Whether [addr, addr + nbytes) lies in memory noted as read-only (-2: an exception). */
+static int tfb_readonly(const char *addr, int64_t nbytes) {
+    if (nbytes == 0 || __atomic_load_n(&cfg.readonly_count, __ATOMIC_ACQUIRE) == 0)
+        return 0;
+    PyObject *args[2] = {PyLong_FromVoidPtr((void *)addr), PyLong_FromLongLong(nbytes)};
+    PyObject *r = args[0] != NULL && args[1] != NULL ? PyObject_Vectorcall(cfg.readonly_find, args, 2, NULL) : NULL;
+    Py_XDECREF(args[0]);
+    Py_XDECREF(args[1]);
+    int t = r == NULL ? -1 : PyObject_IsTrue(r);
+    Py_XDECREF(r);
+    return t < 0 ? -2 : t;
+}
+
+/* A torch tensor the Python path would pass to C as it is. 1: accepted, 0: decline, -1: error.
+ * grad_mode: see tfb_grad_mode (may be NULL where grad_ok: never asked). */
+static int tfb_read_tensor(PyObject *v, const tfb_param *p, tfb_arr *a, int written, int grad_ok, int *grad_mode) {
     tfb_DLTensor d;
     if (cfg.api->dltensor_from_py_object_no_sync(v, &d) != 0)
         return tfb_decline(); /* sparse, meta, quantized, no storage (vmap)... */
@@ -400,8 +439,15 @@ static int tfb_read_tensor(PyObject *v, const tfb_param *p, tfb_arr *a, int writ
         if (t != 0)
             return t == 1 ? 0 : tfb_decline();
     }
-    if (written && !grad_ok) {
+    if (!grad_ok) {
+        /* A tensor that requires grad. Written: never (autograd cannot see C's write).
+         * Read: only with grad mode off, else the result would be silently detached (the
+         * Python path raises GradError). requires_grad first: most tensors C reads do
+         * not require grad, and grad mode (a thread-local read in libc10, about as dear
+         * as the getter) is then never asked; else asked once per call. */
         t = tfb_attr_true(&cfg.requires_grad, v);
+        if (t == 1 && !written)
+            t = tfb_grad_mode(grad_mode);
         if (t != 0)
             return t == 1 ? 0 : tfb_decline();
     }
@@ -440,6 +486,13 @@ static int tfb_read_tensor(PyObject *v, const tfb_param *p, tfb_arr *a, int writ
         if (lo == 0 || x < lo || x - lo > (uintptr_t)nb || span > (uintptr_t)nb - (x - lo)) {
             Py_DECREF(st);
             return 0;
+        }
+        if (written) { /* memory of an immutable buffer (torch.frombuffer(bytes)): the Python path refuses */
+            int ro = tfb_readonly(addr, numel * itemsize);
+            if (ro != 0) {
+                Py_DECREF(st);
+                return ro == 1 ? 0 : tfb_decline();
+            }
         }
     }
     a->storage = st;
@@ -496,11 +549,11 @@ static int tfb_read_ndarray(PyObject *v, const tfb_param *p, tfb_arr *a, int wri
     return 1;
 }
 
-static int tfb_read_array(PyObject *v, const tfb_param *p, tfb_arr *a, int grad_ok) {
+static int tfb_read_array(PyObject *v, const tfb_param *p, tfb_arr *a, int grad_ok, int *grad_mode) {
     int written = p->role != TFB_IN;
     PyTypeObject *t = Py_TYPE(v);
     if (cfg.torch_ok && (t == cfg.tensor_type || t == cfg.parameter_type))
-        return tfb_read_tensor(v, p, a, written, grad_ok);
+        return tfb_read_tensor(v, p, a, written, grad_ok, grad_mode);
     if (cfg.numpy_ok && t == cfg.ndarray_type)
         return tfb_read_ndarray(v, p, a, written);
     if (t == &PyBytes_Type && !written && (p->dtype == 0 || p->dtype == TFB_INT8 || p->dtype == TFB_UINT8)) {
@@ -824,6 +877,7 @@ static PyObject *nc_vectorcall(PyObject *callable, PyObject *const *args, size_t
     tfb_syms syms;
     int64_t fillv[TFB_MAX_PARAMS];
     PyObject *hidden[TFB_MAX_HIDDEN] = {NULL};
+    int grad_mode = -1; /* asked once, if an input requires grad */
     memset(arr, 0, sizeof(tfb_arr) * (size_t)self->nparams);
     memset(syms.known, 0, (size_t)self->nsym);
 
@@ -891,7 +945,7 @@ static PyObject *nc_vectorcall(PyObject *callable, PyObject *const *args, size_t
                 continue;
             goto fallback;
         }
-        int r = tfb_read_array(v, p, &arr[i], self->flags & TFB_KERNEL);
+        int r = tfb_read_array(v, p, &arr[i], self->flags & TFB_KERNEL, &grad_mode);
         if (r <= 0) {
             if (r < 0)
                 goto error;
@@ -1658,7 +1712,8 @@ static int tfb_set_attr(tfb_attr *a, PyObject *descr) {
 /* bridge_configure(torch_facts: tuple | None, numpy_facts: tuple | None) -> (torch_ok, numpy_ok)
  *
  * torch_facts = (Tensor, Parameter, UntypedStorage, capsule, is_neg, is_conj,
- *                untyped_storage, storage.data_ptr, requires_grad, _version, _increment_version)
+ *                untyped_storage, storage.data_ptr, requires_grad, _version, _increment_version,
+ *                is_grad_enabled, readonly.overlaps)
  *   where the attributes are the descriptors Tensor and Parameter resolve (checked in Python);
  * numpy_facts = (ndarray, empty, dtypes: tuple[dtype | None], nums: tuple[tuple[int, ...]],
  *                native byte-order char, probe array,
@@ -1672,9 +1727,9 @@ static PyObject *bridge_configure(PyObject *module, PyObject *args) {
      * first bound function, torch's once torch has been imported (maybe much later;
      * NativeCall objects made before read tensors from then on). */
     if (tf != Py_None && !cfg.torch_ok) {
-        PyObject *tensor, *param, *storage, *cap, *neg, *conj, *ust, *sdp, *rg, *ver, *bump;
-        if (!PyArg_ParseTuple(tf, "O!O!O!OOOOOOOO:torch facts", &PyType_Type, &tensor, &PyType_Type, &param,
-                              &PyType_Type, &storage, &cap, &neg, &conj, &ust, &sdp, &rg, &ver, &bump))
+        PyObject *tensor, *param, *storage, *cap, *neg, *conj, *ust, *sdp, *rg, *ver, *bump, *ge, *rof;
+        if (!PyArg_ParseTuple(tf, "O!O!O!OOOOOOOOOO:torch facts", &PyType_Type, &tensor, &PyType_Type, &param,
+                              &PyType_Type, &storage, &cap, &neg, &conj, &ust, &sdp, &rg, &ver, &bump, &ge, &rof))
             return NULL;
         const tfb_ExchangeAPI *api = PyCapsule_GetPointer(cap, "dlpack_exchange_api");
         if (api == NULL)
@@ -1695,6 +1750,14 @@ static PyObject *bridge_configure(PyObject *module, PyObject *args) {
         Py_INCREF(param);
         Py_INCREF(storage);
         Py_INCREF(bump);
+        Py_INCREF(ge);
+        Py_INCREF(rof);
+        cfg.grad_enabled = ge;
+        if (PyCFunction_Check(ge) && (PyCFunction_GET_FLAGS(ge) & ~METH_COEXIST) == METH_NOARGS) {
+            cfg.grad_fn = PyCFunction_GET_FUNCTION(ge);
+            cfg.grad_self = PyCFunction_GET_SELF(ge);
+        }
+        cfg.readonly_find = rof;
         cfg.tensor_type = (PyTypeObject *)tensor;
         cfg.parameter_type = (PyTypeObject *)param;
         cfg.storage_type = (PyTypeObject *)storage;
@@ -1846,7 +1909,9 @@ static PyObject *bridge_contents(PyObject *module, PyObject *obj) {
     p.rank = -1;
     tfb_arr a;
     memset(&a, 0, sizeof a);
-    int r = tfb_read_array(obj, &p, &a, 0);
+    /* grad_ok: the values are read by no C function (a cache key), so a tensor that
+     * requires grad is as good as its detached self */
+    int r = tfb_read_array(obj, &p, &a, 1, NULL);
     if (r < 0)
         return NULL;
     PyObject *out = NULL;
@@ -1901,7 +1966,8 @@ static PyObject *bridge_read(PyObject *module, PyObject *const *args, Py_ssize_t
     p.rank = -1;
     tfb_arr a;
     memset(&a, 0, sizeof a);
-    int r = tfb_read_array(args[0], &p, &a, grad_ok);
+    int grad_mode = -1;
+    int r = tfb_read_array(args[0], &p, &a, grad_ok, &grad_mode);
     if (r < 0)
         return NULL;
     if (r == 0 || a.ndim > TFB_MAX_RANK) {
@@ -1927,7 +1993,19 @@ static PyObject *bridge_read(PyObject *module, PyObject *const *args, Py_ssize_t
                          a.numpy ? Py_True : Py_False);
 }
 
+/* bridge_readonly_count(n): how many read-only buffers torch tensors view now (see
+ * cfg.readonly_find); called by tensorffi._bridge.readonly whenever that changes. */
+static PyObject *bridge_readonly_count(PyObject *module, PyObject *n) {
+    (void)module;
+    long long v = PyLong_AsLongLong(n);
+    if (v == -1 && PyErr_Occurred())
+        return NULL;
+    __atomic_store_n(&cfg.readonly_count, (int64_t)v, __ATOMIC_RELEASE);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef tfb_functions[] = {
+    {"bridge_readonly_count", bridge_readonly_count, METH_O, "How many read-only buffers torch tensors view now."},
     {"bridge_read", (PyCFunction)(void (*)(void))bridge_read, METH_FASTCALL,
      "The native path's reading of one argument, for the Python path (None: not as it is)."},
     {"bridge_contents", bridge_contents, METH_O, "(dtype code, shape, bytes) of a small array, or None."},

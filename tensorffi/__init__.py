@@ -32,6 +32,7 @@ from .errors import (
     DeviceError,
     HandleClosedError,
     DTypeError,
+    GradError,
     LayoutError,
     LibraryMismatchError,
     NativeError,
@@ -125,6 +126,7 @@ __all__ = [
     "DeviceError",
     "LayoutError",
     "WritabilityError",
+    "GradError",
     "ShapeError",
     "ArgumentOverflowError",
     "ContractError",
@@ -142,5 +144,9 @@ __all__ = [
 
 # torch's operators: now if torch is imported, else when it is
 _torch.install_hook()
+# tensors over read-only buffers (torch.frombuffer(bytes)) noted where torch makes them
+from ._bridge import readonly as _readonly  # noqa: E402
+
+_torch.when_imported(_readonly.install)
 
 del annotations

@@ -32,11 +32,18 @@ arguments), ``scalars``, ``structs`` (strings, structs, handles), ``callbacks``,
   bit: ``z.conj().imag``) are resolved where a copy is allowed (a read argument with
   a contract shape) and refused elsewhere, as ``Tensor.numpy()`` refuses them;
 * written arguments (non-``const`` pointers, ``out``/``inout`` roles) must be
-  contiguous and writable: read-only arrays, tensors that require grad, inference
-  tensors outside inference mode, expanded and self-overlapping views are refused,
+  contiguous and writable: read-only arrays, tensors over a read-only buffer
+  (``torch.frombuffer(bytes)``, a read-only mmap, ``torch.from_numpy`` of a read-only
+  array: see :mod:`tensorffi._bridge.readonly` for what is detected), tensors that
+  require grad, inference tensors outside inference mode, expanded and
+  self-overlapping views are refused,
   never silently copied (a copy would lose the write); written arguments that
   overlap each other, or an input, are refused. After the call the tensor's
   autograd version counter is bumped;
+* a read argument that requires grad, with grad mode on, is a ``GradError``: C is
+  outside autograd, so its result would silently have no gradient (``x.detach()``,
+  ``torch.no_grad()``, or an operator with a backward, :func:`tensorffi.ops.register`,
+  whose bodies take such tensors);
 * read-only arguments may be copied to contiguous memory only where a contract
   declares their shape; otherwise a non-contiguous input is refused too, because
   the C function may walk its own strides and read past a copy. Pass

@@ -33,6 +33,15 @@ class WritabilityError(TensorFFIError, ValueError):
     """C would write into a read-only array or a tensor that requires grad."""
 
 
+class GradError(TensorFFIError, RuntimeError):
+    """A tensor that requires grad reached C with grad mode on: autograd cannot follow
+    a C function, so its result would be silently detached (torch's own ``.numpy()``
+    refuses the same, with a ``RuntimeError``). Pass ``x.detach()`` if no gradient is
+    meant, call under ``torch.no_grad()``, or make the function an operator with a
+    backward (:func:`tensorffi.ops.register`). A tensor that requires grad and that C
+    *writes* is a :class:`WritabilityError`, in grad mode or not."""
+
+
 class ShapeError(TensorFFIError, ValueError):
     """Sizes do not agree with the function's contract."""
 

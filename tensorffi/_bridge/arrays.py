@@ -15,7 +15,8 @@ import cffi
 import numpy as np
 
 from .._torch import T
-from ..errors import ArgumentTypeError, DeviceError, DTypeError, LayoutError, WritabilityError
+from ..errors import ArgumentTypeError, DeviceError, DTypeError, GradError, LayoutError, WritabilityError
+from . import readonly
 
 if TYPE_CHECKING:
     import torch
@@ -166,8 +167,16 @@ def prepare_array(
     """Check one array argument and return its C address (see the module docstring).
 
     ``where`` names the argument in errors ("tf_foo(): argument 'x'").
-    ``grad_writes_ok``: the operator layer has decided that writing a tensor that
-    requires grad is allowed (under no_grad).
+    ``grad_writes_ok``: the caller is an operator's body, whose autograd layer handles
+    tensors that require grad: it may read them, and it has decided that writing one
+    is allowed (under no_grad). Otherwise a tensor that requires grad is never
+    written (:class:`WritabilityError`), and is read only with grad mode off
+    (:class:`GradError`: C's result would be silently detached).
+
+    A tensor C writes must not view a read-only buffer (``torch.frombuffer(bytes)``,
+    a read-only mmap, ``torch.from_numpy`` of a read-only array; nor may a NumPy view
+    of one): torch keeps no flag for it, so the bridge notes such tensors where torch
+    makes them (:mod:`tensorffi._bridge.readonly` says what is and is not detected).
     """
     is_strided = isinstance(value, strided)
     if is_strided:
@@ -230,7 +239,21 @@ def _prepare_tensor(
             )
         t = t.resolve_neg().resolve_conj()
     storage = _check_storage(t, where)
+    if not written and t.requires_grad and not grad_writes_ok and T.is_grad_enabled():
+        raise GradError(
+            f"{where} requires grad, but C runs outside autograd: its result would silently carry no "
+            f"gradient back to this tensor. Pass x.detach() if no gradient is meant (or call under "
+            f"torch.no_grad()), or make the function an operator with a backward: "
+            f"tensorffi.ops.register(fn, 'namespace::name', backward=...)"
+        )
     if written:
+        if t.numel() and readonly.overlaps(t.data_ptr(), t.numel() * t.element_size()):
+            raise WritabilityError(
+                f"{where} is written by C, but the tensor's memory is a read-only buffer (torch.frombuffer "
+                f"of bytes, a memoryview of bytes or a read-only mmap; torch.from_numpy of a read-only "
+                f"array): C would change memory that must not change. Pass x.clone(), or make the "
+                f"tensor from a writable buffer (torch.frombuffer(bytearray(data), ...))"
+            )
         if t.requires_grad and not grad_writes_ok:
             raise WritabilityError(
                 f"{where} is written by C in place, but the tensor requires grad: autograd cannot "
@@ -301,6 +324,12 @@ def _prepare_ndarray(
     if written:
         if not flags.writeable:
             raise WritabilityError(f"{where} is written by C, but the NumPy array is read-only")
+        if storage is not None and readonly.overlaps(int(a.__array_interface__["data"][0]), a.nbytes):
+            raise WritabilityError(
+                f"{where} is written by C, but the NumPy array views a torch tensor over a read-only "
+                f"buffer (torch.frombuffer of bytes, a read-only mmap; torch.from_numpy of a read-only "
+                f"array). Pass a copy (x.copy(), or the tensor's .clone()), or build it from a bytearray"
+            )
         if not flags.aligned:
             raise LayoutError(f"{where} is written by C, but the NumPy array is not aligned")
         if is_strided:
@@ -338,12 +367,16 @@ def read_as_is(v: Any, dtype: str, written: bool, grad_ok: bool) -> tuple[Any, .
             if (dtype != "any" and v.dtype is not TORCH_DTYPES[dtype]) or not v.is_cpu or v.is_nested \
                     or not v.is_contiguous() or v.is_neg() or (v.is_complex() and v.is_conj()):
                 return None
-            if written and ((v.requires_grad and not grad_ok) or v.is_inference()):
+            if v.requires_grad and not grad_ok and (written or T.is_grad_enabled()):
+                return None
+            if written and v.is_inference():
                 return None
             st = v.untyped_storage()
             nbytes = v.nbytes
             if nbytes and st.nbytes() < v.storage_offset() * v.element_size() + nbytes:
                 return None  # a storage resized under the tensor
+            if written and nbytes and readonly.overlaps(v.data_ptr(), nbytes):
+                return None  # memory of a read-only buffer
             return v.data_ptr(), nbytes, v.shape, st, False
         except RuntimeError:  # (a sparse CSR tensor raises in is_contiguous())
             return None

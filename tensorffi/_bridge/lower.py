@@ -48,6 +48,7 @@ import numpy as np
 from .. import _torch as _tt
 from .._shims import TRAMPOLINE_PREFIX
 from ..plan import Param, Plan, operator_signature, pyname
+from . import readonly
 
 RETURN_CODES = {"none": 0, "status": 1, "count": 2, "value": 3}
 RES_VOID, RES_INT, RES_UINT, RES_FLOAT, RES_BOOL = range(5)
@@ -94,7 +95,8 @@ def _torch_facts(torch: Any) -> tuple[Any, ...] | str:
     if sdp is None or len(st) != st.nbytes() or st.data_ptr() != probe.data_ptr():
         return "torch.UntypedStorage does not report its size and address as expected"
     neg, conj, ust, rg, ver = attrs
-    return (Tensor, Parameter, type(st), cap, neg, conj, ust, sdp, rg, ver, torch._C._increment_version)
+    return (Tensor, Parameter, type(st), cap, neg, conj, ust, sdp, rg, ver, torch._C._increment_version,
+            torch.is_grad_enabled, readonly.overlaps)
 
 
 def _numpy_facts(names: tuple[str, ...]) -> tuple[Any, ...]:
@@ -165,6 +167,8 @@ def _configure_torch(torch: Any) -> None:
     torch_ok = False
     if not torch_reason:
         torch_ok, _ = STATE.native.bridge_configure(tf, None)
+        if torch_ok:  # C asks readonly.overlaps only while a read-only buffer is alive
+            readonly.on_change(STATE.native.bridge_readonly_count)
     STATE.torch_ok = bool(torch_ok)
     reasons = [torch_reason] if torch_reason else []
     if STATE.numpy_reason:  # pragma: no cover
