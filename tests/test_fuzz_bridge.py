@@ -54,6 +54,7 @@ from tensorffi import (
     ArgumentTypeError,
     DeviceError,
     DTypeError,
+    GradError,
     LayoutError,
     ShapeError,
     TensorFFIError,
@@ -570,6 +571,8 @@ def array_faults(a: Arr, want: str, *, written: bool, may_copy: bool, wrapped: b
         elif not a.contiguous:
             faults.add(LayoutError)
     else:
+        if a.requires_grad and torch.is_grad_enabled():
+            faults.add(GradError)  # read outside autograd: its result would silently carry no gradient
         if a.neg and not may_copy:
             faults.add(LayoutError)  # its memory does not hold its values; C cannot be given it as is
         if not wrapped and not may_copy and not (a.contiguous and not a.unaligned):
