@@ -110,6 +110,8 @@ def _role_rows(plan: Any) -> list[tuple[str, str, str, str]]:
             role, what = "struct", "lib.struct(...) or a tensorffi.Handle" + (", or None" if p.optional else "")
             if p.closes:
                 what += "; a Handle passed here is closed (this is its destructor)"
+            if p.fields is not None and p.fields.checks:
+                what += "; fields checked at every call: " + p.fields.text()
         else:
             role, what = "raw", "passed to cffi as is"
         rows.append((p.name, p.ctype, role, what))

@@ -47,6 +47,7 @@ def native(name: str, contract: str | None = None) -> Callable[..., Any]:
         native=True,
         trampoline=trampoline_address(ffi, lib, name),
         keepalive=lib,
+        structs=DECLS.structs,
     )
 
 

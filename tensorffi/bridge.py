@@ -85,19 +85,30 @@ from .plan import OpArg, OpOutput, Param, Plan, build_plan, operator_signature, 
 # --------------------------------------------------------------------------- #
 
 
-def _unchecked_warning(plan: Plan, unchecked: list[Param]) -> Callable[[], None]:
+def _unchecked_warning(plan: Plan, unchecked: list[Param], fields: list[str] | None = None) -> Callable[[], None]:
     """What a bound function says at its first call when some of its arrays have no
-    length the bridge can check (``Param.unchecked``): one UncheckedWarning naming them,
+    length the bridge can check (``Param.unchecked``), or some pointer fields of its
+    struct arguments (``StructFields.unchecked``): one UncheckedWarning naming them,
     with the contract to write, attributed to the caller's line."""
-    names = ", ".join(f"'{p.name}' ({p.ctype})" for p in unchecked)
-    ints = [p.name for p in plan.params if p.kind == "scalar" and p.scalar == "int"]
-    first = unchecked[0].name
-    example = f"'{first}: [{ints[0] if ints else 'n'}]'"
-    text = (f"{plan.name}(): argument{'s' if len(unchecked) > 1 else ''} {names} "
-            f"{'have' if len(unchecked) > 1 else 'has'} no length the bridge can check, so C may read or write "
-            f"past {'their' if len(unchecked) > 1 else 'its'} end. Give the shape in the contract "
-            f"({{'{plan.name}': {example}}}), or '{first}: unsized' where no length applies; "
-            f"tensorffi.describe() shows what is checked")
+    texts = []
+    if unchecked:
+        names = ", ".join(f"'{p.name}' ({p.ctype})" for p in unchecked)
+        ints = [p.name for p in plan.params if p.kind == "scalar" and p.scalar == "int"]
+        first = unchecked[0].name
+        example = f"'{first}: [{ints[0] if ints else 'n'}]'"
+        texts.append(f"{plan.name}(): argument{'s' if len(unchecked) > 1 else ''} {names} "
+                     f"{'have' if len(unchecked) > 1 else 'has'} no length the bridge can check, so C may read or write "
+                     f"past {'their' if len(unchecked) > 1 else 'its'} end. Give the shape in the contract "
+                     f"({{'{plan.name}': {example}}}), or '{first}: unsized' where no length applies; "
+                     f"tensorffi.describe() shows what is checked")
+    if fields:
+        type_name, _, field_name = fields[0].partition(".")
+        texts.append(f"{plan.name}(): struct field{'s' if len(fields) > 1 else ''} {', '.join(fields)} "
+                     f"{'have' if len(fields) > 1 else 'has'} no length the bridge can check, so C may read or write "
+                     f"past the array{'s' if len(fields) > 1 else ''} assigned there. Give the shape in the struct's "
+                     f"contract (contracts={{'{type_name}': '{field_name}: [n]'}}, with n an integer field), or "
+                     f"'{field_name}: unsized' where no length applies")
+    text = "; ".join(texts)
 
     def warn() -> None:
         level, frame = 2, sys._getframe(1)
@@ -142,6 +153,8 @@ class BoundFunction:
         keepalive: Any = None,
         destructor: bool = False,
         address: int | None = None,
+        structs: Mapping[str, Any] | None = None,
+        struct_contracts: Mapping[str, Any] | None = None,
     ) -> None:
         self.ffi = ffi
         self.cfunc = cfunc
@@ -158,7 +171,7 @@ class BoundFunction:
         self.address = address
         self.plan = build_plan(
             ffi, decl, contract, name=name, default_returns=default_returns, pointers_as_int=pointers_as_int,
-            destructor=destructor,
+            destructor=destructor, structs=structs, struct_contracts=struct_contracts,
         )
         self._message_fn = self.library_function(self.plan.status_message, "return: status(...)")
         self.name = self.plan.name
@@ -169,8 +182,9 @@ class BoundFunction:
         native_call, self.native_reason = _lower.lower(self, self.python_call)
         self.call = native_call if native_call is not None else self.python_call
         unchecked = [p for p in self.plan.params if p.unchecked] if not native else []
-        if unchecked:  # said once, at the first call, pointing at the caller's line
-            warn = _unchecked_warning(self.plan, unchecked)
+        fields = [] if native else [f for p in self.plan.params if p.fields is not None for f in p.fields.unchecked]
+        if unchecked or fields:  # said once, at the first call, pointing at the caller's line
+            warn = _unchecked_warning(self.plan, unchecked, fields)
             if native_call is not None:
                 native_call._first_call(warn)
             else:

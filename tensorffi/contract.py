@@ -99,6 +99,36 @@ C that outlives the call (see :mod:`tensorffi.handles`):
     raised on another thread, it waits for the next call that takes the handle, or
     ``close()`` (where it surfaces never depends on timing).
 
+Struct fields (a struct passed by pointer, built with ``lib.struct(TYPE, ...)``):
+
+``contracts={"TYPE": "FIELD: [dims]; ..."}``
+    a contract keyed by a struct type's name describes its pointer fields, for every
+    function that takes the struct: ``{"SRC_DATA": "data_in: [input_frames, _ch];
+    data_out: [output_frames, _ch]"}``. Clauses: ``FIELD: [dims]``, ``FIELD: in
+    [dims]`` (C only reads a field declared without ``const``), ``FIELD: ?`` (may be
+    NULL) and ``FIELD: unsized``.
+``PARAM.FIELD: [dims]`` (or ``TYPE.FIELD: [dims]``) in a function's contract
+    the same for one function, replacing the type's clause for that field; its shapes
+    may also use the function's integer parameters: ``src_simple``'s ``"data.data_in:
+    [input_frames * channels]; data.data_out: [output_frames * channels]"``.
+
+A field's symbols are the struct's integer fields (read at each call), then the
+function's integer parameters, then free sizes fixed by a plain dimension of another
+field (``_ch`` above: both fields have as many channels). A one-dimension shape
+counts the elements of whatever array is assigned (``[input_frames * channels]``
+takes a ``[frames, channels]`` tensor); more dimensions must match its shape. The
+checks run at every call that passes the struct, before C runs: a wrong length is a
+ShapeError naming the field and the values, a NULL field where C accesses elements an
+ArgumentTypeError, an array whose memory moved after the assignment (a tensor's
+``resize_()`` or ``set_()``, a NumPy ``resize``) a LayoutError, and a pointer set
+behind the struct's back (through ``.cdata``, or by C) an ArgumentTypeError. Without
+a clause, a field takes its length from the field names as a function's array does
+(``float *data; int64_t n;``; see :func:`tensorffi.plan._infer_field_lengths`), and a
+field no rule covers is UNCHECKED in ``describe()`` and the first call's
+UncheckedWarning. A raw cffi struct (``ffi.new("SRC_DATA *")``) cannot be checked:
+its first use warns. Typos in field names and sizes are ContractErrors at bind time,
+as in functions' shapes.
+
 A dimension is a symbol, an integer, a product (``b*n``, ``SYMBOL*K``), or an
 integer expression of sizes with ``+ - * / //`` and parentheses (``n/2 + 1``;
 ``/`` is integer division). A symbol named like an integer parameter binds that
@@ -161,6 +191,7 @@ _HANDLE_OUT = re.compile(rf"^({_IDENT})\s*:\s*(?:out\s+)?handle\s*\(\s*({_IDENT}
 _STATUS_OUT = re.compile(rf"^({_IDENT})\s*:\s*out\s+status\s*(?:\(\s*({_IDENT})\s*\))?$")
 _MARK = re.compile(rf"^({_IDENT})\s*:\s*(release|acquire|unsized)$")
 _CALLBACK = re.compile(rf"^({_IDENT})\s*:\s*callback\s*\((.*)\)\s*(?:until\s+({_IDENT}))?$")
+_FIELD = re.compile(rf"^({_IDENT})\s*\.\s*({_IDENT})\s*:(.*)$")
 
 
 @dataclass(frozen=True)
@@ -218,6 +249,26 @@ class CallbackSpec:
 
 
 @dataclass
+class FieldContract:
+    """What the pointer fields of a struct hold (see "Struct fields" in the module
+    docstring): ``FIELD: [dims]``, ``FIELD: in [dims]``, ``FIELD: ?``, ``FIELD: unsized``."""
+
+    arrays: dict[str, ArraySpec] = field(default_factory=dict)
+    unsized: set[str] = field(default_factory=set)
+    source: str = ""
+
+    def merged(self, over: FieldContract | None) -> FieldContract:
+        """This contract with the clauses of ``over`` (a function's ``PARAM.FIELD``
+        clauses) replacing the ones of the same fields."""
+        if over is None:
+            return self
+        arrays = {k: v for k, v in self.arrays.items() if k not in over.arrays and k not in over.unsized}
+        unsized = {k for k in self.unsized if k not in over.arrays}
+        arrays.update(over.arrays)
+        return FieldContract(arrays, unsized | over.unsized, "; ".join(t for t in (self.source, over.source) if t))
+
+
+@dataclass
 class Contract:
     arrays: dict[str, ArraySpec] = field(default_factory=dict)
     fills: dict[str, Fill] = field(default_factory=dict)
@@ -231,6 +282,8 @@ class Contract:
     acquires: set[str] = field(default_factory=set)
     unsized: set[str] = field(default_factory=set)  # no inferred length check for these arrays
     status_outs: dict[str, str | None] = field(default_factory=dict)  # NAME: out status(MSGFN)
+    #: ``OWNER.FIELD: ...`` clauses, by OWNER (a struct parameter's or a struct type's name)
+    fields: dict[str, FieldContract] = field(default_factory=dict)
 
     def named(self) -> set[str]:
         """Every parameter name the contract mentions."""
@@ -408,6 +461,17 @@ def parse_contract(text: str | None) -> Contract:
         if not clause:
             continue
         where = f"contract clause {clause!r}"
+        m = _FIELD.match(clause)
+        if m:
+            owner, name, rest = m.groups()
+            part = parse_struct_contract(f"{name}:{rest}", f"'{owner}'")
+            have = contract.fields.setdefault(owner, FieldContract())
+            if name in have.arrays or name in have.unsized:
+                raise ContractError(f"{where}: field {name!r} of {owner!r} is described twice")
+            have.arrays.update({k: ArraySpec(k, v.role, v.shape, v.optional, clause) for k, v in part.arrays.items()})
+            have.unsized |= part.unsized
+            have.source = "; ".join(t for t in (have.source, clause) if t)
+            continue
         m = _RETURN.match(clause)
         if m:
             kind, arg = m.groups()
@@ -487,6 +551,39 @@ def parse_contract(text: str | None) -> Contract:
 
 
 
+def parse_struct_contract(text: str | None, owner: str = "the struct") -> FieldContract:
+    """Parse the contract of a struct's pointer fields (``contracts={"SRC_DATA":
+    "data_in: [input_frames, _ch]; data_out: [output_frames, _ch]"}``): clauses
+    ``FIELD: [dims]``, ``FIELD: in [dims]`` (C only reads a field declared without
+    ``const``), ``FIELD: ?`` (may be NULL) and ``FIELD: unsized``. Which names a
+    shape may use is checked where a function takes the struct (see
+    :func:`tensorffi.plan.struct_fields`)."""
+    out = FieldContract(source=text or "")
+    for raw in re.split(r"[;\n]", text or ""):
+        clause = raw.strip()
+        if not clause:
+            continue
+        where = f"contract clause {clause!r} of {owner}"
+        part = parse_contract(clause)
+        if part.fields:
+            raise ContractError(f"{where}: a field's shape cannot describe another struct's fields "
+                                f"(give that struct its own contract)")
+        if part.unsized:
+            out.unsized |= part.unsized
+            continue
+        spec = next(iter(part.arrays.values()), None)
+        if spec is None or len(part.named()) != 1 or spec.until is not None:
+            raise ContractError(f"{where}: a struct's contract says what its pointer fields hold: 'FIELD: [dims]', "
+                                f"'FIELD: in [dims]', 'FIELD: ?' or 'FIELD: unsized'")
+        if spec.role == "out":
+            raise ContractError(f"{where}: a struct field is given by the caller, it cannot be 'out' (C writes a "
+                                f"field declared without const: 'FIELD: [dims]')")
+        if spec.name in out.arrays or spec.name in out.unsized:
+            raise ContractError(f"{where}: field {spec.name!r} is described twice")
+        out.arrays[spec.name] = ArraySpec(spec.name, spec.role, spec.shape, spec.optional, clause)
+    return out
+
+
 def eval_dim(tree: tuple[Any, ...], values: Any) -> Any:
     """The value of expression ``tree`` (see :class:`~tensorffi.contract.Dim`) for the symbols' ``values``
     (a mapping). Every intermediate value must be a size: a ValueError says which
@@ -523,7 +620,7 @@ def _tree_text(tree: tuple[Any, ...]) -> str:
         return str(tree[1])
     return f"({_tree_text(tree[1])} {'/' if op == '//' else op} {_tree_text(tree[2])})"
 
-__all__ = ["parse_contract", "eval_dim", "Contract", "ArraySpec", "Fill", "Dim", "CallbackSpec", "ROLES", "RETURNS"]
+__all__ = ["parse_contract", "parse_struct_contract", "eval_dim", "Contract", "FieldContract", "ArraySpec", "Fill", "Dim", "CallbackSpec", "ROLES", "RETURNS"]
 
 
 def __dir__() -> list[str]:

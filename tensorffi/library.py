@@ -8,14 +8,15 @@ from . import _calls, _display
 from ._bridge.lower import trampoline_address
 from ._decl import Declarations
 from .bridge import BoundFunction, Struct
-from .contract import parse_contract
+from .contract import FieldContract, parse_contract, parse_struct_contract
 from .errors import ContractError
 
 from ._shims import SHIM_PREFIX, has_array_params  # noqa: F401 (re-exported for byo)
 
 
 def check_contracts(contracts: Any) -> None:
-    """``contracts`` must be None or a mapping of function names to contract strings."""
+    """``contracts`` must be None or a mapping of function (or struct type) names to
+    contract strings."""
     if contracts is None:
         return
     if not isinstance(contracts, Mapping):
@@ -67,13 +68,19 @@ class Library:
         self._cxx_errors = cxx_errors  # a C++ module's guard record (tensorffi._calls.CxxErrors)
         self._bound: dict[str, Callable[..., Any]] = {}
         check_contracts(contracts)
+        # a key naming a declared struct type is the contract of its pointer fields
+        self._struct_contracts: dict[str, FieldContract] = {}
+        for key in [k for k in self._contracts if k in decls.structs and k not in decls.functions]:
+            self._struct_contracts[key] = parse_struct_contract(self._contracts.pop(key), f"struct {key}")
         unknown = set(self._contracts) - set(decls.functions)
         if unknown:
             declared = sorted(n for n in decls.functions if not n.startswith(SHIM_PREFIX))
+            structs = sorted(n for n in decls.structs if not n.startswith("struct "))
             raise ContractError(
                 f"contracts name functions that are not declared: {', '.join(sorted(unknown))} (declared: "
-                f"{', '.join(declared[:12]) or 'none'}{', ...' if len(declared) > 12 else ''}); "
-                f"check the spelling, and that the function is not static"
+                f"{', '.join(declared[:12]) or 'none'}{', ...' if len(declared) > 12 else ''}"
+                + (f"; struct types: {', '.join(structs[:8])}{', ...' if len(structs) > 8 else ''}" if structs else "")
+                + "); check the spelling, and that the function is not static"
             )
         # destructors named in handle(...): called directly on a Handle, they close it
         self._destructors: set[str] = set()
@@ -115,6 +122,8 @@ class Library:
             keepalive=self.raw,
             destructor=name in self._destructors,
             address=address,
+            structs=self.declarations.structs,
+            struct_contracts=self._struct_contracts,
         ).call
         _display.decorate(bound)  # attributes for help() and notebooks; the call is unchanged
         # picklable as the library is; a C++ module's functions raise what their guard caught

@@ -24,8 +24,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._decl import _SIZED, ELEMENT_DTYPES, CFunction
-from .contract import ArraySpec, CallbackSpec, Contract, Dim, Fill
+from ._decl import _SIZED, ELEMENT_DTYPES, CFunction, CParam
+from .contract import ArraySpec, CallbackSpec, Contract, Dim, FieldContract, Fill
 from .errors import ContractError
 
 RETURNS = ("status", "count", "value", "none", "handle")
@@ -72,6 +72,7 @@ class Param:
     callback: CallbackSpec | None = None  # callback: how its arguments become tensors
     held_by: str | None = None  # kept 'until return': "return" (the returned handle) or an out handle's name
     signature: CFunction | None = None  # callback: the function pointer's parameters and result
+    fields: StructFields | None = None  # struct pointers: what its pointer fields hold, checked each call
 
     @property
     def unchecked(self) -> bool:
@@ -91,6 +92,74 @@ class Param:
         """Whether the caller passes this parameter in the short calling form (positionally)."""
         return not (self.fill is not None or self.is_symbol or self.role == "out" or self.optional
                     or self.kind in ("handle_out", "status_out"))
+
+
+@dataclass
+class FieldRule:
+    """One pointer field of a struct argument, checked at every call that passes the
+    struct (see :func:`struct_fields`)."""
+
+    name: str
+    ctype: str
+    dtype: str
+    shape: tuple[Dim, ...] | None = None  # the contract's shape
+    optional: bool = False  # NULL allowed ('FIELD: ?'); else NULL only where C accesses nothing
+    min_len: tuple[str, ...] = ()  # inferred: integer fields whose product the array holds at least
+    min_len_bytes: bool = False
+    unsized: bool = False
+    clause: str = ""
+
+    @property
+    def unchecked(self) -> bool:
+        return self.shape is None and not self.min_len and not self.unsized and self.dtype != "any"
+
+    def text(self) -> str:
+        """What is checked, for describe()."""
+        if self.shape is not None:
+            what = "[" + ", ".join(map(str, self.shape)) + "]"
+        elif self.min_len:
+            what = ("holds at least " + " * ".join(self.min_len) + (" bytes" if self.min_len_bytes else "")
+                    + " (inferred from the field names)")
+        elif self.unsized:
+            what = "unsized"
+        elif self.dtype == "any":
+            what = "void *, length not checked"
+        else:
+            what = f"UNCHECKED: no length the bridge can check (give '{self.name}: [dims]' in the struct's contract)"
+        return f"{self.name} {self.dtype} {what}" + ("; may be NULL" if self.optional else "")
+
+
+@dataclass
+class StructFields:
+    """The checks of one struct type's pointer fields where a function takes it: the
+    rules of its pointer fields, the integer fields their shapes use, the function's
+    integer parameters they use (``args``, in this order at call time), and the
+    struct-typed fields (by pointer or by value) checked with their own rules."""
+
+    type_name: str
+    rules: list[FieldRule]
+    args: tuple[str, ...] = ()
+    nested: dict[str, StructFields] = field(default_factory=dict)
+    source: str = ""
+    free: frozenset[str] = frozenset()  # sizes a plain dimension of some field fixes at each call
+
+    @property
+    def unchecked(self) -> list[str]:
+        """``TYPE.FIELD`` of every pointer field no rule covers, nested ones included."""
+        out = [f"{self.type_name}.{r.name}" for r in self.rules if r.unchecked]
+        for n in self.nested.values():
+            out += n.unchecked
+        return out
+
+    @property
+    def checks(self) -> bool:
+        return bool(self.rules) or any(n.checks for n in self.nested.values())
+
+    def text(self) -> str:
+        """What is checked of each field, for describe()."""
+        parts = [r.text() for r in self.rules]
+        parts += [f"{name}: ({inner.text()})" for name, inner in self.nested.items()]
+        return "; ".join(parts)
 
 
 @dataclass
@@ -139,7 +208,8 @@ class Plan:
 
     def signature_text(self) -> str:
         """The bound function's Python signature, for docs and errors."""
-        pos = [p.pyname + (" [unchecked]" if p.unchecked else "") for p in self.positional]
+        pos = [p.pyname + (" [unchecked]" if p.unchecked or (p.fields is not None and p.fields.unchecked) else "")
+               for p in self.positional]
         kw = [f"{p.pyname}=None" for p in self.keyword_only] + [f"{pyname(s)}=None" for s in self.free_sizes]
         return f"{self.name}({', '.join(pos + (['*'] + kw if kw else []))})"
 
@@ -193,6 +263,8 @@ class Plan:
                 what = "string (str or bytes)" + (", or None" if p.optional else "")
             elif p.kind == "struct":
                 what = "struct (lib.struct(...))" + (", or None" if p.optional else "")
+                if p.fields is not None and p.fields.checks:
+                    what += "; its fields, checked at every call: " + p.fields.text()
             else:
                 what = "passed to cffi as is"
             rows.append((p.name, p.ctype, what))
@@ -221,8 +293,15 @@ def build_plan(
     default_returns: str = "value",
     pointers_as_int: bool = False,
     destructor: bool = False,
+    structs: Any = None,
+    struct_contracts: Any = None,
 ) -> Plan:
     """Compile ``decl`` and ``contract`` into a validated :class:`Plan`.
+
+    ``structs``: the declared structs' fields by type name (``Declarations.structs``),
+    and ``struct_contracts`` the library's contracts of struct types
+    (:class:`~tensorffi.contract.FieldContract` by type name): a struct parameter's
+    pointer fields are then checked at every call (:func:`struct_fields`).
 
     ``destructor``: the function is named in some ``handle(...)`` of its library, so
     its handle parameter closes a Handle passed to it (the destructor runs once)."""
@@ -456,6 +535,27 @@ def build_plan(
 
     _infer_lengths(params, contract)
 
+    func_ints = {q.name: q for q in params if q.kind == "scalar" and q.scalar == "int"}
+    owners = set(contract.fields)
+    for p in params:
+        if p.kind != "struct" or structs is None:
+            continue
+        base = decl.params[p.index].type.base
+        mine = [o for o in sorted(owners) if o == p.name or o == base
+                or (o in structs and structs.get(o) is structs.get(base))]
+        over: FieldContract | None = None
+        for o in mine:  # the type's clauses, then the parameter's
+            over = contract.fields[o] if over is None else over.merged(contract.fields[o])
+        p.fields = struct_fields(fail, base, structs, struct_contracts, over=over, func=decl, func_ints=func_ints)
+        owners.difference_update(mine)
+    for o in sorted(owners):
+        struct_params = [q.name for q in params if q.kind == "struct"]
+        raise fail(f"the contract describes fields of '{o}', which is not a struct parameter of {decl.text} (nor "
+                   f"the type of one)" + (f"; its struct parameters: {', '.join(struct_params)}" if struct_params
+                                          else "") + ("" if structs is not None or not struct_params else
+                                                      "; no struct declarations were given to check them"),
+                   contract.fields[o].source)
+
     input_bound: set[str] = set()
     for p in params:
         if p.kind == "array" and p.role != "out" and not p.optional and p.shape is not None:
@@ -646,6 +746,219 @@ def _infer_lengths(params: list[Param], contract: Contract) -> None:
         for q in waiting:
             if q.dtype not in ("complex64", "complex128"):
                 q.min_len, q.min_len_bytes = before[0], bool(_BYTES_NAME.fullmatch(before[0][0]))
+
+
+def _type_contract(contracts: Any, structs: Any, type_name: str) -> FieldContract | None:
+    """The library's contract of struct ``type_name``, under its typedef or its tag."""
+    if not contracts:
+        return None
+    if type_name in contracts:
+        return contracts[type_name]  # type: ignore[no-any-return]
+    fields = structs.get(type_name)
+    for key, value in contracts.items():
+        if structs.get(key) is fields:
+            return value  # type: ignore[no-any-return]
+    return None
+
+
+def _field_array(ct: Any) -> bool:
+    """A field the bridge checks as an array: a pointer to numbers (not a C string)."""
+    return (ct.pointer_depth == 1 and ct.dtype is not None and not ct.is_array and not ct.is_function_pointer
+            and not (ct.const and ct.resolved == "char"))
+
+
+def struct_fields(
+    fail: Any,
+    type_name: str,
+    structs: Any,
+    contracts: Any = None,
+    *,
+    over: FieldContract | None = None,
+    func: CFunction | None = None,
+    func_ints: Any = None,
+    seen: tuple[str, ...] = (),
+) -> StructFields | None:
+    """The checks of struct ``type_name``'s pointer fields where a function takes it.
+
+    A field's shape comes from the struct's contract (``contracts={"SRC_DATA":
+    "data_in: [input_frames, _ch]"}``) or the function's (``data.data_in:
+    [input_frames * channels]``, which replaces the struct's clause for that field).
+    A shape's symbols are, in this order, the struct's integer fields (read at each
+    call), the function's integer parameters, and free sizes that a plain dimension
+    of another field fixes (``_ch`` above ties ``data_in`` and ``data_out`` together).
+    A one-dimension shape counts the elements of whatever array is assigned (a
+    ``[frames, channels]`` tensor for ``[input_frames * channels]``); more dimensions
+    must match the array's shape. The same mistakes as in a function's shapes are
+    refused here, at bind time: a field the struct does not have, a field that is not
+    a pointer to numbers, a size one edit away from an integer field or parameter,
+    one used once while a length field is left unused, a size in an expression that
+    nothing fixes.
+
+    A pointer field without a clause takes the length C reads from the field names
+    (:func:`_infer_field_lengths`: ``float *data; int64_t n;``), and must hold at
+    least that many elements; one no rule covers is *unchecked* (``describe()`` and the
+    function's first call say so). Struct-typed fields (by pointer or by value) are
+    checked with their own type's rules. ``None``: the struct is opaque (a handle)."""
+    fields = structs.get(type_name) if structs is not None else None
+    if fields is None:
+        if over is not None:
+            raise fail(f"the contract describes fields of {type_name}, whose fields are not declared (an opaque "
+                       f"type: declare the struct's fields in the cdef)", over.source)
+        return None
+    base = _type_contract(contracts, structs, type_name) or FieldContract()
+    spec = base.merged(over)
+    by = {f.name: f for f in fields}
+    where_t = type_name if type_name.startswith(("struct ", "union ")) else f"struct {type_name}"
+    for name in sorted(set(spec.arrays) | spec.unsized):
+        clause = spec.arrays[name].clause if name in spec.arrays else f"{name}: unsized"
+        f = by.get(name)
+        if f is None:
+            import difflib
+
+            close = difflib.get_close_matches(name, list(by), n=2)
+            raise fail(f"{where_t} has no field '{name}'" + (f"; did you mean {' or '.join(map(repr, close))}?" if close
+                       else "") + f" (its fields: {', '.join(by)})", clause)
+        if not _field_array(f.type):
+            raise fail(f"{where_t}: field '{name}' ({f.type.text}) is not a pointer to numbers, so it has no shape",
+                       clause)
+        a = spec.arrays.get(name)
+        if a is not None and f.type.const and a.role == "inout":
+            raise fail(f"{where_t}: field '{name}' is {f.type.text}: C cannot write it", clause)
+        if a is not None and f.type.dtype == "any" and a.shape is not None and len(a.shape) != 1:
+            raise fail(f"{where_t}: field '{name}' is {f.type.text}: its length counts bytes, so its shape has one "
+                       f"dimension", clause)
+    int_fields = [f.name for f in fields if f.type.is_integer and not f.type.is_array]
+    ints = dict(func_ints or {})
+    count: dict[str, int] = {}
+    first: dict[str, str] = {}
+    plain: set[str] = set()  # symbols a plain dimension binds
+    for a in spec.arrays.values():
+        for d in a.shape or ():
+            if len(d.symbols) == 1 and d.factor == 1 and d.expr is None:
+                plain.add(d.symbols[0])
+            for sym in d.symbols:
+                count[sym] = count.get(sym, 0) + 1
+                first.setdefault(sym, a.clause)
+    args: list[str] = []
+    free: set[str] = set()
+    fname = func.name if func is not None else "the function"
+    for sym in sorted(count, key=lambda x: (first[x], x)):
+        if sym in int_fields:
+            continue
+        if sym in by:
+            raise fail(f"size '{sym}' is field '{sym}' of {type_name} ({by[sym].type.text}), not an integer",
+                       first[sym])
+        if sym in ints:
+            args.append(sym)
+            continue
+        if not sym.startswith("_"):
+            near = [q for q in int_fields + list(ints) if _near(sym, q)]
+            if near:
+                raise fail(f"size '{sym}' names no integer field of {type_name} and no parameter of {fname}: did you "
+                           f"mean {' or '.join(map(repr, near))}? (as written, '{sym}' is a size of its own)", first[sym])
+            unused = [q for q in int_fields if _LENGTH_NAME.fullmatch(q) and q not in count]
+            if count[sym] == 1 and unused:
+                raise fail(f"size '{sym}' appears only once and names no integer field of {type_name} or parameter of "
+                           f"{fname}: it checks nothing, while the length field(s) {', '.join(unused)} go unused. Name "
+                           f"the field or parameter that holds this size, or write '_{sym}' for a dimension of any "
+                           f"length", first[sym])
+        if sym not in plain:
+            raise fail(f"size '{sym}' is not an integer field of {type_name} or a parameter of {fname}, and no field's "
+                       f"dimension fixes it (a product or an expression never does): say where it comes from",
+                       first[sym])
+        free.add(sym)
+    rules = []
+    for f in fields:
+        if not _field_array(f.type):
+            continue
+        a = spec.arrays.get(f.name)
+        rules.append(FieldRule(f.name, f.type.text, f.type.dtype, a.shape if a is not None else None,
+                               a.optional if a is not None else False, unsized=f.name in spec.unsized,
+                               clause=a.clause if a is not None else ""))
+    _infer_field_lengths(fields, {r.name: r for r in rules})
+    nested: dict[str, StructFields] = {}
+    for f in fields:
+        ct = f.type
+        if ct.is_struct and ct.pointer_depth <= 1 and not ct.is_function_pointer and not ct.is_array \
+                and ct.base not in seen + (type_name,):
+            inner = struct_fields(fail, ct.base, structs, contracts, seen=seen + (type_name,))
+            if inner is not None and inner.checks:
+                nested[f.name] = inner
+    return StructFields(type_name, rules, tuple(args), nested, spec.source, frozenset(free))
+
+
+def _infer_field_lengths(fields: tuple[CParam, ...], rules: dict[str, FieldRule]) -> None:
+    """Lengths of a struct's pointer fields from its integer fields' names, the way
+    :func:`_infer_lengths` reads a function's parameters, and checked the same way (the
+    array holds at least that many elements). Fields are read in order:
+
+    * a run of pointer fields followed by integer fields named like lengths (other
+      fields between them are skipped): with as many lengths as pointers they pair in
+      order (libsamplerate's ``SRC_DATA``: ``data_in`` takes ``input_frames``,
+      ``data_out`` takes ``output_frames``); one length is shared by all of them
+      (``const float *in; float *out; int64_t n``); any other count is ambiguous and
+      left unchecked;
+    * two adjacent lengths that C multiplies (``width, height``) count as one product;
+    * a struct whose one length comes before every pointer (``int64_t n; float
+      *data;``) gives it to them;
+    * a length named like bytes counts bytes.
+
+    A field with a shape in a contract, or ``FIELD: unsized``, is left alone."""
+    items = list(fields)
+
+    def is_len(f: CParam) -> bool:
+        return f.type.is_integer and not f.type.is_array and bool(_LENGTH_NAME.fullmatch(f.name))
+
+    def wants(f: CParam) -> bool:
+        r = rules.get(f.name)
+        return r is not None and r.shape is None and not r.unsized and r.dtype != "any"
+
+    pending: list[FieldRule] = []
+    runs: list[tuple[str, ...]] = []  # the lengths of the current run
+    first_lengths: list[tuple[str, ...]] = []
+    seen_pointer = took = False
+
+    def settle() -> None:
+        nonlocal took
+        if pending and runs:
+            if len(runs) == len(pending):
+                for r, names in zip(pending, runs):
+                    r.min_len, r.min_len_bytes = names, bool(_BYTES_NAME.fullmatch(names[0]))
+            elif len(runs) == 1:
+                for r in pending:
+                    r.min_len, r.min_len_bytes = runs[0], bool(_BYTES_NAME.fullmatch(runs[0][0]))
+            took = True
+        pending.clear()
+        runs.clear()
+
+    i = 0
+    while i < len(items):
+        f = items[i]
+        if f.name in rules or f.type.pointer_depth:
+            if runs:
+                settle()
+            if wants(f):
+                pending.append(rules[f.name])
+            seen_pointer = True
+            i += 1
+            continue
+        if is_len(f):
+            nxt = items[i + 1] if i + 1 < len(items) else None
+            names: tuple[str, ...] = (f.name,)
+            if nxt is not None and is_len(nxt) and frozenset((f.name.lower(), nxt.name.lower())) in _LENGTH_PAIRS:
+                names = (f.name, nxt.name)
+                i += 1
+            if pending:
+                runs.append(names)
+            elif not seen_pointer:
+                first_lengths.append(names)
+        i += 1
+    settle()
+    lengths_after = any(is_len(f) for j, f in enumerate(items) if any(x.type.pointer_depth for x in items[:j]))
+    if len(first_lengths) == 1 and not took and not lengths_after:
+        for r in rules.values():
+            if r.shape is None and not r.unsized and not r.min_len and r.dtype != "any":
+                r.min_len, r.min_len_bytes = first_lengths[0], bool(_BYTES_NAME.fullmatch(first_lengths[0][0]))
 
 
 def _near(a: str, b: str) -> bool:
@@ -916,7 +1229,7 @@ def python_signature(plan: Plan) -> inspect.Signature:
     return inspect.Signature(params, return_annotation=_return_annotation(plan))
 
 
-__all__ = ["Plan", "Param", "build_plan", "operator_signature", "python_signature", "OpArg", "OpOutput",
+__all__ = ["Plan", "Param", "FieldRule", "StructFields", "struct_fields", "build_plan", "operator_signature", "python_signature", "OpArg", "OpOutput",
            "pyname"]
 
 

@@ -45,7 +45,7 @@ from .arrays import (
     strided,
 )
 from .scalars import _MAX_SIZE, _checked_float, _checked_int, _named_size, _size_value
-from .structs import _string_arg, _struct_arg, _typeof
+from .structs import _string_arg, _struct_arg, _typeof, field_checker
 
 if TYPE_CHECKING:
     from ..bridge import BoundFunction
@@ -900,7 +900,21 @@ class _CallGen(_Arguments):
         order = sorted(self.plan.params, key=lambda q: 0 if q.kind == "struct" else 1)
         for p in order:
             cargs[p.index] = self.scalar_arg(p, fills)
+        self.emit_struct_fields(cargs)
         return cargs
+
+    def emit_struct_fields(self, cargs: list[str]) -> None:
+        """The pointer fields of struct arguments against their rules (lengths from the
+        struct's integer fields and the function's integer arguments), once every
+        scalar is checked; a raw cffi struct pointer warns once that it cannot be."""
+        by = self.plan.by_name
+        for p in self.plan.params:
+            sf = p.fields
+            if p.kind != "struct" or sf is None or not sf.checks or p.name in self.hidden:
+                continue
+            chk = self.const(field_checker(self.b.ffi, sf, self.where(p)), "fld")
+            args = "".join(f", {cargs[by[a].index]}" for a in sf.args)
+            self.emit(f"{chk}({p.pyname}{args})")
 
     def scalar_arg(self, p: Param, fills: dict[str, str]) -> str:
         """Check scalar ``p`` (or prepare a string, struct, handle, callback): its C argument."""

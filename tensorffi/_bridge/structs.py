@@ -2,15 +2,18 @@
 """Strings, structs and struct pointers (Handles among them) as C arguments."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import sys
+import warnings
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
 from .._decl import Declarations
 from .._torch import T, is_dtype
-from ..errors import ArgumentOverflowError, ArgumentTypeError
+from ..contract import Dim, eval_dim
+from ..errors import ArgumentOverflowError, ArgumentTypeError, LayoutError, ShapeError, UncheckedWarning
 from ..handles import Handle
-from ..plan import _int_range
+from ..plan import FieldRule, StructFields, _int_range
 from .arrays import Prepared, _check_storage, _describe, _ndarray, prepare_array, strided
 from .scalars import _checked_float, _checked_int
 
@@ -69,7 +72,7 @@ class Struct:
         """Re-check that every tensor the struct points to is still held by its storage."""
         for name, p in self._keep.items():
             if isinstance(p, Prepared) and isinstance(p.owner, T.Tensor):
-                _check_storage(p.owner, f"struct {self._type}: field '{name}'")
+                _check_storage(p.owner, f"{_label(self._type)}: field '{name}'")
             elif isinstance(p, Struct):
                 p.check_storages()
 
@@ -77,9 +80,9 @@ class Struct:
         field = self._fields.get(name)
         if field is None:
             raise ArgumentTypeError(
-                f"struct {self._type} has no field {name!r}; its fields are {', '.join(self._fields)}"
+                f"{_label(self._type)} has no field {name!r}; its fields are {', '.join(self._fields)}"
             )
-        where = f"struct {self._type}: field '{name}'"
+        where = f"{_label(self._type)}: field '{name}'"
         ct = field.type
         if ct.pointer_depth == 1 and ct.dtype is not None and not ct.is_array and value is not None:
             if ct.base == "char" and ct.const and isinstance(value, str):
@@ -101,6 +104,12 @@ class Struct:
         elif value is None and ct.pointer_depth:
             self._keep.pop(name, None)
             value = self._ffi.NULL
+        elif ct.pointer_depth == 0 and ct.resolved == "char" and not ct.is_array:
+            # a C char: one byte, given as bytes of length 1 or as its integer value
+            if isinstance(value, (bytes, bytearray)) and len(value) == 1:
+                value = bytes(value)
+            else:
+                value = bytes([_checked_int(value, where, ct.text, (0, 255))])
         elif ct.is_integer and not ct.is_array:
             int_range = _int_range(self._ffi, ct.text.replace("const ", ""))
             if int_range is not None:
@@ -125,6 +134,224 @@ class Struct:
     def __repr__(self) -> str:
         return f"<tensorffi.Struct {self._type}>"
 
+
+
+# --------------------------------------------------------------------------- #
+# What a struct's pointer fields hold, checked at every call                   #
+# --------------------------------------------------------------------------- #
+
+_ITEMSIZE = {"float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4,
+             "int64": 8, "uint64": 8, "complex64": 8, "complex128": 16, "any": 1, "float16": 2, "bfloat16": 2,
+             "bool": 1}
+
+
+def _label(type_name: str) -> str:
+    """``struct job`` for ``job`` and for ``struct job`` alike."""
+    return type_name if type_name.startswith(("struct ", "union ")) else "struct " + type_name
+
+
+def _current_address(owner: Any) -> int:
+    """Where an array's memory is now (a tensor's storage may have been resized or
+    replaced since it was assigned to the field)."""
+    if isinstance(owner, T.Tensor):
+        return int(owner.data_ptr())
+    return int(owner.__array_interface__["data"][0])
+
+
+def field_checker(ffi: Any, sf: StructFields, where: str) -> Callable[..., None]:
+    """``check(value, *args)`` for a struct parameter whose type has pointer fields:
+    a :class:`Struct` has every field checked against ``sf`` (``args``: the values of
+    the function's integer parameters ``sf.args``); a raw cffi pointer cannot be, and
+    says so once (an UncheckedWarning)."""
+    warned: set[str] = set()
+
+    def told(key: str, text: str) -> None:
+        if key in warned:
+            return
+        warned.add(key)
+        level, frame = 2, sys._getframe(1)
+        while frame is not None and frame.f_globals.get("__name__", "").startswith("tensorffi"):
+            level, frame = level + 1, frame.f_back  # type: ignore[assignment]
+        warnings.warn(UncheckedWarning(text), stacklevel=level)
+
+    def check(value: Any, *args: Any) -> None:
+        if isinstance(value, Struct):
+            _check_fields(ffi, sf, value._cdata, value._keep, where, dict(zip(sf.args, args)), told)
+        elif isinstance(value, ffi.CData) and value != ffi.NULL:
+            told("", f"{where} is a raw cffi pointer to {sf.type_name}: the bridge cannot check what its pointer "
+                     f"fields ({', '.join(r.name for r in sf.rules) or 'nested'}) point to or how long they are. "
+                     f"Build it with lib.struct({sf.type_name!r}, ...) to have them checked at every call")
+
+    return check
+
+
+def _check_fields(ffi: Any, sf: StructFields, cdata: Any, keep: dict[str, Any], where: str,
+                  args: dict[str, int], told: Callable[[str, str], None]) -> None:
+    """The pointer fields of the struct at ``cdata`` (kept arrays in ``keep``) against
+    the rules ``sf`` (see :func:`tensorffi.plan.struct_fields`); raises before C runs.
+    A pointer the struct did not set (an init function stored it) cannot be measured:
+    ``told(field, text)`` says so (once per bound function and field)."""
+    facts: dict[str, tuple[tuple[int, ...], int]] = {}  # field -> (its array's shape, nbytes)
+    unmeasured: set[str] = set()  # pointers the struct did not set: C's to answer for
+    for r in sf.rules:
+        W = f"{where}: {_label(sf.type_name)} field '{r.name}'"
+        kept = keep.get(r.name)
+        addr = int(ffi.cast("intptr_t", getattr(cdata, r.name)))
+        if isinstance(kept, Prepared):
+            now = _current_address(kept.owner)
+            if addr != kept.addr:
+                if addr:  # C (an init function) or .cdata stored another pointer: C's business, said once
+                    unmeasured.add(r.name)
+                    told(r.name, f"{W} no longer points to the array assigned to it (C stored another pointer "
+                                 f"there, or it was set through .cdata): the bridge cannot check its length. Assign "
+                                 f"arrays through the struct (s.{r.name} = x) to have them checked")
+                continue  # NULL now: checked as NULL below
+            if now != kept.addr:
+                raise LayoutError(
+                    f"{W}: the array assigned to it has moved (its storage was resized or replaced, e.g. by "
+                    f"resize_() or set_(), after the assignment): the struct still points at the memory it left. "
+                    f"Assign it to the field again, or use a tensorffi.buffer(), whose memory cannot move")
+            facts[r.name] = (tuple(int(n) for n in kept.owner.shape), kept.nbytes)
+        elif addr == 0:
+            pass  # NULL: allowed where C accesses nothing, checked below
+        elif r.shape is not None or r.min_len:
+            unmeasured.add(r.name)
+            told(r.name, f"{W} holds a pointer the struct did not set (C stored it, or it was set through .cdata): "
+                         f"the bridge cannot check its length. Assign arrays through the struct (s.{r.name} = x) to "
+                         f"have them checked, or say '{r.name}: unsized' in {sf.type_name}'s contract if no length "
+                         f"applies")
+    values: dict[str, int] = dict(args)
+
+    def value(sym: str) -> int:
+        if sym not in values:
+            values[sym] = int(getattr(cdata, sym))  # an integer field (the plan checked the name)
+        return values[sym]
+
+    def explain(syms: Any) -> str:
+        parts = []
+        for sym in syms:
+            src = "argument" if sym in args else ("from the shape of another field" if sym in bound else "field")
+            parts.append(f"{sym} = {values.get(sym, '?')} ({src})")
+        return ", ".join(parts)
+
+    # free sizes: fixed by the first field whose plain dimension names them
+    bound: set[str] = set()
+    for r in sf.rules:
+        if r.shape is None or r.name not in facts:
+            continue
+        shape = _seen_shape(r, facts[r.name])
+        if len(shape) != len(r.shape):
+            raise ShapeError(f"{where}: {_label(sf.type_name)} field '{r.name}' is an array of {len(shape)} "
+                             f"dimension(s) {list(shape)}, but its contract says [{', '.join(map(str, r.shape))}] "
+                             f"(clause {r.clause!r})")
+        for d, n in zip(r.shape, shape):
+            if d.expr is None and d.factor == 1 and len(d.symbols) == 1 and d.symbols[0] in sf.free \
+                    and d.symbols[0] not in values:
+                values[d.symbols[0]] = n
+                bound.add(d.symbols[0])
+    for r in sf.rules:
+        W = f"{where}: {_label(sf.type_name)} field '{r.name}'"
+        if r.name in unmeasured:
+            continue
+        if r.shape is not None:
+            need = [_dim_value(d, value, W, r) for d in r.shape]
+            if r.name in facts:
+                shape = _seen_shape(r, facts[r.name])
+                if list(shape) != need:
+                    syms = [s for d in r.shape for s in d.symbols]
+                    raise ShapeError(
+                        f"{W} holds an array of shape {list(shape)}, but its contract says "
+                        f"[{', '.join(map(str, r.shape))}] = {need}" + (f" ({explain(dict.fromkeys(syms))})" if syms
+                                                                          else "")
+                        + f": C would access {_count(need)} {'bytes' if r.dtype == 'any' else 'elements'}"
+                        + f" (clause {r.clause!r})")
+            elif not r.optional and _count(need) > 0:
+                raise ArgumentTypeError(
+                    f"{W} is NULL, but C accesses {_count(need)} {'bytes' if r.dtype == 'any' else 'elements'} "
+                    f"there ([{', '.join(map(str, r.shape))}] = {need}): assign an array, or say '{r.name}: ?' in "
+                    f"the contract if C accepts NULL")
+        elif r.min_len:
+            factors = [value(q) for q in r.min_len]
+            if any(f <= 0 for f in factors):
+                continue  # C accesses nothing
+            need_n = _count(factors)
+            unit = "bytes" if r.min_len_bytes else "elements"
+            names = " * ".join(f"'{q}'" for q in r.min_len)
+            shown = " * ".join(str(f) for f in factors)
+            if r.name in facts:
+                nbytes = facts[r.name][1]
+                have = nbytes if r.min_len_bytes else nbytes // _ITEMSIZE.get(r.dtype, 1)
+                if need_n > have:
+                    raise ShapeError(
+                        f"{W} holds {have} {unit}, but field {names} is {shown}: C would access {need_n} of them "
+                        f"(the rule '{r.name} holds at least {' * '.join(r.min_len)} {unit}' is inferred from the "
+                        f"field names; give '{r.name}: [dims]' or '{r.name}: unsized' in {sf.type_name}'s contract if "
+                        f"it is wrong)")
+            elif not r.optional:
+                raise ArgumentTypeError(
+                    f"{W} is NULL, but field {names} is {shown}: C would access {need_n} {unit} there; assign an "
+                    f"array, or say '{r.name}: ?' in {sf.type_name}'s contract if C accepts NULL")
+    for name, inner in sf.nested.items():
+        kept = keep.get(name)
+        field_value = getattr(cdata, name)
+        if isinstance(kept, Struct):
+            if isinstance(field_value, ffi.CData) and ffi.typeof(field_value).kind == "pointer":
+                if field_value != kept._cdata:
+                    if field_value != ffi.NULL:
+                        told(name, f"{where}: {_label(sf.type_name)} field '{name}' no longer points to the struct "
+                                   f"assigned to it (C stored another, or it was set through .cdata): its fields "
+                                   f"cannot be checked; assign it again to have them checked")
+                    continue
+                _check_fields(ffi, inner, kept._cdata, kept._keep, f"{where}: field '{name}'", {}, told)
+            else:  # embedded by value: what C sees is the copy in this struct
+                _check_fields(ffi, inner, field_value, kept._keep, f"{where}: field '{name}'", {}, told)
+        elif ffi.typeof(field_value).kind != "pointer":
+            _check_fields(ffi, inner, field_value, {}, f"{where}: field '{name}'", {}, told)
+        elif field_value != ffi.NULL:
+            told(name, f"{where}: {_label(sf.type_name)} field '{name}' points to a struct the bridge did not set (C "
+                       f"stored it, or it was set through .cdata): its fields cannot be checked; assign a "
+                       f"lib.struct({inner.type_name!r}, ...) to have them checked")
+
+
+def _seen_shape(r: FieldRule, fact: tuple[tuple[int, ...], int]) -> tuple[int, ...]:
+    """The shape a field's contract is compared with: one dimension counts elements (bytes
+    for void *) whatever the array's own shape."""
+    shape, nbytes = fact
+    assert r.shape is not None
+    if len(r.shape) == 1:
+        if r.dtype == "any":
+            return (nbytes,)
+        return (_count(list(shape)),)
+    return shape
+
+
+def _count(dims: list[int]) -> int:
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
+def _dim_value(d: Dim, value: Callable[[str], int], where: str, r: FieldRule) -> int:
+    try:
+        if d.expr is not None:
+            return int(eval_dim(d.expr, _Lookup(value)))
+        n = d.factor
+        for sym in d.symbols:
+            n *= value(sym)
+        return n
+    except ValueError as exc:
+        raise ShapeError(f"{where}: its contract's dimension {d}: {exc} (clause {r.clause!r})") from None
+
+
+class _Lookup:
+    """A mapping view of a symbol lookup, for eval_dim."""
+
+    def __init__(self, value: Callable[[str], int]) -> None:
+        self.value = value
+
+    def __getitem__(self, key: str) -> int:
+        return self.value(key)
 
 
 def _string_arg(ffi: Any, value: Any, where: str, ctype: str, optional: bool) -> tuple[Any, Any, None]:

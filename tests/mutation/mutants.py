@@ -508,4 +508,28 @@ MUTANTS: list[Mutant] = [
         "a tensor over bytes or a read-only mmap is written by C (nothing knows it is read-only)",
         ("tests/test_tensor_checks.py", "-k", "TestImmutable and compile"),
     ),
+    Mutant(
+        "struct-min-len-off",
+        "tensorffi/_bridge/structs.py",
+        "                if need_n > have:",
+        "                if need_n > have + 8:",
+        "C writes past a struct's array: data of 4 floats with n = 12 reaches C (heap overwrite)",
+        ("tests/test_struct_contracts.py", "-k", "inferred or length"),
+    ),
+    Mutant(
+        "struct-moved-memory-unseen",
+        "tensorffi/_bridge/structs.py",
+        "            if now != kept.addr:",
+        "            if False:",
+        "a tensor resized after its assignment to a struct field: C reads the freed memory",
+        ("tests/test_struct_contracts.py", "-k", "moved or resized"),
+    ),
+    Mutant(
+        "struct-field-symbol-typo-allowed",
+        "tensorffi/plan.py",
+        "            near = [q for q in int_fields + list(ints) if _near(sym, q)]",
+        "            near = []",
+        "a typo in a struct field's size (input_frame) binds quietly as a size of its own",
+        ("tests/test_struct_contracts.py", "-k", "mistakes or typo"),
+    ),
 ]
