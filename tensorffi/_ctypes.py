@@ -19,10 +19,21 @@ Derived types: ``POINTER(c_float)`` (and every numeric ctypes type) is a typed a
 ``c_void_p`` is ``void *`` (an array of any dtype, lengths in bytes, or a handle);
 ``c_char_p`` a string; integer and float types scalars with their C ranges;
 ``Structure``/``Union`` subclasses (by pointer or by value) structs with their
-fields; ``CFUNCTYPE`` types function pointers (``NAME: callback(...)`` in a
-contract). What ctypes can say but the bridge cannot check (``c_wchar_p``, bit
-fields, arrays in ``argtypes``, ``c_longdouble``, pointers to pointers) is a
-:class:`~tensorffi.DeclarationError` naming the function, the argument and the type.
+fields, their ``_pack_`` reproduced and every size and field offset compared with
+ctypes' (a layout that differs is refused, never silently shifted); ``CFUNCTYPE``
+types function pointers (``NAME: callback(...)`` in a contract);
+``numpy.ctypeslib.ndpointer(dtype, ndim, shape, flags)`` a typed array whose
+``shape`` becomes its contract (``p0: [3, 4]``) and whose ``ndim`` is checked at
+each call (a ``void *`` without a dtype; ndpointer does not say whether C writes,
+so the array is read and written: ``'p0: in [...]'`` in a contract for one C only
+reads). An ``errcheck`` set on the ctypes function runs after each call, on the C
+result, as ctypes runs it (its value is returned in the result's place). What ctypes
+can say but the bridge cannot check or reproduce (``c_wchar_p``, bit fields,
+byte-swapped ``BigEndianStructure``, ``F_CONTIGUOUS`` ndpointers, arrays in
+``argtypes``, ``c_longdouble``, pointers to pointers, names C cannot spell) is a
+:class:`~tensorffi.DeclarationError` naming the function, the argument and the type;
+so are the functions of a ``ctypes.PyDLL`` (or ``pythonapi``): they use the Python
+C API, which needs the GIL the bridge releases around every call.
 
 Calls take the bridge's native path: on x86-64 Linux the checked arguments are
 passed to the function's address in registers (csrc/bridge_call.c,
@@ -42,14 +53,17 @@ check off for a pointer whose next integer is not its length.
 from __future__ import annotations
 
 import ctypes
+import functools
+import keyword
+import re
 import types
-from typing import Any, Iterable, Mapping, cast
+from typing import Any, Callable, Iterable, Mapping, cast
 
 import cffi
 
 from ._decl import parse_declarations
 from ._shims import abi_shim_cdef, has_array_params
-from .errors import ArgumentTypeError, DeclarationError
+from .errors import ArgumentTypeError, DeclarationError, ShapeError
 from .library import Library, check_contracts
 
 #: ctypes scalar type -> C spelling. Aliases (c_int64 is c_long on LP64, c_size_t is
@@ -79,12 +93,42 @@ _REFUSED = {
 _FuncBase: type[Any] = ctypes.CFUNCTYPE(None).__mro__[1]  # _ctypes.CFuncPtr: every ctypes function and function pointer
 
 
+#: C keywords and the names cffi's parser reserves: not usable as a field or parameter name
+_C_RESERVED = frozenset("""auto break case char const continue default do double else enum extern float for goto
+if inline int long register restrict return short signed sizeof static struct switch typedef union unsigned void
+volatile while _Bool _Complex _Imaginary bool""".split())
+_IDENT = re.compile(r"[A-Za-z_]\w*\Z")
+
+#: numpy.ctypeslib.ndpointer's flags (NumPy's NPY_ARRAY_* bits)
+_NP_C, _NP_F, _NP_OWNDATA, _NP_ALIGNED, _NP_WRITEABLE = 0x1, 0x2, 0x4, 0x100, 0x400
+#: NumPy dtype -> C element type, for ndpointer argtypes
+_NP_C_TYPES = {"float32": "float", "float64": "double", "int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t",
+               "uint16": "uint16_t", "int32": "int32_t", "uint32": "uint32_t", "int64": "int64_t",
+               "uint64": "uint64_t", "complex64": "float _Complex", "complex128": "double _Complex", "bool": "_Bool"}
+
+
+def _c_name(name: Any, what: str) -> str:
+    """``name`` if C can spell it, else a DeclarationError saying ``what`` it is."""
+    if not isinstance(name, str) or not _IDENT.match(name) or name in _C_RESERVED:
+        raise DeclarationError(f"from_ctypes: {what} {name!r} is not a C identifier (ctypes accepts any string; "
+                               f"C, and so the declaration tensorffi writes, cannot say it)")
+    return name
+
+
+def _is_ndpointer(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, ctypes.c_void_p) and hasattr(t, "_dtype_") \
+        and hasattr(t, "_flags_")
+
+
 class _Types:
-    """C type declarations derived from ctypes types, in dependency order."""
+    """C type declarations derived from ctypes types, in dependency order; each
+    struct with its ``_pack_`` (cffi's ``pack=``), and its layout compared with
+    ctypes' once declared (:meth:`verify`)."""
 
     def __init__(self) -> None:
-        self.lines: list[str] = []
+        self.lines: list[tuple[str, int]] = []  # (declaration, pack: 0 for the platform's)
         self.done: dict[Any, str] = {}
+        self.structs: dict[str, Any] = {}  # tag -> ctypes class
 
     def name(self, t: Any, where: str, *, result: bool = False) -> str:
         """The C spelling of ctypes type ``t`` (``None``: void)."""
@@ -98,6 +142,8 @@ class _Types:
             return "char *" if result else "const char *"
         if t is ctypes.c_void_p:
             return "void *"
+        if _is_ndpointer(t):
+            return self.ndpointer(t, where)
         if isinstance(t, type) and issubclass(t, ctypes._Pointer):
             inner = t._type_
             if isinstance(inner, type) and issubclass(inner, (ctypes._Pointer, ctypes.Array)) \
@@ -120,8 +166,18 @@ class _Types:
         if t in self.done:
             return self.done[t]
         kind = "union" if issubclass(t, ctypes.Union) else "struct"
-        tag = f"{kind} {t.__name__}"
+        base = _c_name(t.__name__, f"the name of {kind}")
+        tag, n = f"{kind} {base}", 1
+        while tag in self.structs:  # two classes of one name (made in a function, or in two modules)
+            n += 1
+            tag = f"{kind} {base}_{n}"
+        if hasattr(t, "_swappedbytes_"):
+            raise DeclarationError(
+                f"{where} is {t.__name__}, a {type(t).__name__.replace('Type', '')} of the other byte order: C on "
+                f"this machine reads its fields in native byte order, and cffi cannot lay them out swapped; "
+                f"declare it as a ctypes.Structure (and swap the values with NumPy's byteswap())")
         self.done[t] = tag  # a pointer to itself inside is fine
+        self.structs[tag] = t
         fields = getattr(t, "_fields_", None)
         if fields is None:
             raise DeclarationError(f"{where} is {kind} {t.__name__} without _fields_: its layout is unknown")
@@ -131,15 +187,73 @@ class _Types:
                 raise DeclarationError(f"{where}: field {entry[0]!r} of {tag} is a bit field, which cffi cannot "
                                        f"lay out as ctypes does")
             fname, ftype = entry
+            _c_name(fname, f"field name of {tag} (in {where}):")
             fw = f"{where}: field {fname!r} of {tag}"
             if isinstance(ftype, type) and issubclass(ftype, ctypes.Array):
-                body.append(f"{self.name(ftype._type_, fw)} {fname}[{ftype._length_}];")
+                dims: list[str] = []
+                inner: Any = ftype
+                while isinstance(inner, type) and issubclass(inner, ctypes.Array):
+                    dims.append(f"[{inner._length_}]")
+                    inner = inner._type_
+                body.append(f"{self.name(inner, fw)} {fname}{''.join(dims)};")
             else:
                 body.append(f"{self.name(ftype, fw)} {fname};")
-        self.lines.append(f"{tag} {{ {' '.join(body)} }};")
+        pack = int(getattr(t, "_pack_", 0) or 0)
+        self.lines.append((f"{tag} {{ {' '.join(body)} }};", pack))
         if ctypes.sizeof(t) == 0:
             raise DeclarationError(f"{where}: {tag} has no fields")
         return tag
+
+    def ndpointer(self, t: Any, where: str) -> str:
+        """``numpy.ctypeslib.ndpointer(dtype, ndim, shape, flags)``: a pointer to the
+        dtype's C type (``void *`` without one); ndim and shape are checked at each call
+        (:meth:`verify` leaves them in :attr:`arrays`), C order as the bridge requires."""
+        flags = int(t._flags_ or 0)
+        if flags & _NP_F and not flags & _NP_C:
+            raise DeclarationError(
+                f"{where} is ndpointer(flags='F_CONTIGUOUS'): C would index the array in Fortran order, and the "
+                f"bridge passes C-ordered memory; transpose it in Python (x.T is C-ordered) and drop the flag")
+        dt = t._dtype_
+        if dt is None:
+            ctype = "void"
+        else:
+            import numpy as np
+
+            dt = np.dtype(dt)
+            if dt.byteorder not in ("=", "|") and dt.byteorder != ("<" if np.little_endian else ">"):
+                raise DeclarationError(f"{where} is ndpointer({dt.str}), of the other byte order: C reads native "
+                                       f"numbers")
+            ctype = _NP_C_TYPES.get(dt.name, "")
+            if not ctype or dt.fields is not None or dt.subdtype is not None:
+                raise DeclarationError(f"{where} is ndpointer({dt}), which no C number type matches: tensorffi "
+                                       f"checks arrays of numbers (use ndpointer(flags=...) for void *)")
+        return ctype + " *"
+
+    def declare(self, ffi: Any) -> str:
+        """Declare the types in ``ffi`` (each run of structs with its own ``pack``), and
+        compare every struct's size and field offsets with ctypes'. Returns the cdef."""
+        run: list[str] = []
+        pack = 0
+        for text, p in self.lines:
+            if p != pack and run:
+                ffi.cdef("\n".join(run), pack=pack or None)
+                run = []
+            pack = p
+            run.append(text)
+        if run:
+            ffi.cdef("\n".join(run), pack=pack or None)
+        for tag, t in self.structs.items():
+            size = ffi.sizeof(tag)
+            if size != ctypes.sizeof(t):
+                raise DeclarationError(f"from_ctypes: {tag} is {ctypes.sizeof(t)} bytes for ctypes but {size} as "
+                                       f"declared: its layout cannot be reproduced, so C would read wrong fields")
+            for entry in t._fields_:
+                off = ffi.offsetof(tag, entry[0])
+                if off != getattr(t, entry[0]).offset:
+                    raise DeclarationError(
+                        f"from_ctypes: field {entry[0]!r} of {tag} is at byte {getattr(t, entry[0]).offset} for "
+                        f"ctypes but {off} as declared: its layout cannot be reproduced")
+        return "\n".join(text for text, _ in self.lines)
 
     def callback(self, t: Any, where: str) -> str:
         if t in self.done:
@@ -147,7 +261,7 @@ class _Types:
         name = f"_tf_ctypes_cb{len(self.done)}"
         res = self.name(t._restype_, f"{where}: the callback's result", result=True)
         args = [self.name(a, f"{where}: callback argument {i}") + f" a{i}" for i, a in enumerate(t._argtypes_ or ())]
-        self.lines.append(f"typedef {res} (*{name})({', '.join(args) or 'void'});")
+        self.lines.append((f"typedef {res} (*{name})({', '.join(args) or 'void'});", 0))
         self.done[t] = name
         return name
 
@@ -177,7 +291,8 @@ def _functions(obj: Any) -> dict[str, Any]:
     return out
 
 
-def _declaration(name: str, fn: Any, types_: _Types, names: str | None) -> str:
+def _declaration(name: str, fn: Any, types_: _Types, names: str | None) -> tuple[str, list[str]]:
+    """The C declaration of ctypes function ``fn``, and its parameter names."""
     args = fn.argtypes
     if args is None:
         raise DeclarationError(
@@ -186,10 +301,18 @@ def _declaration(name: str, fn: Any, types_: _Types, names: str | None) -> str:
     ctypes_names = [types_.name(t, f"{name}() argument {i}") for i, t in enumerate(args)]
     result = types_.name(fn.restype, f"{name}() result", result=True)
     if names is not None:
+        if not isinstance(names, str):
+            raise DeclarationError(f"from_ctypes: names for {name} must be a string ('data, size'), got "
+                                   f"{type(names).__name__}")
         given = [s.strip() for s in names.split(",")] if names.strip() else []
         if len(given) != len(args):
             raise DeclarationError(f"from_ctypes: names for {name} give {len(given)} name(s) for "
                                    f"{len(args)} argtypes")
+        for g in given:
+            if not _IDENT.match(g) or g in _C_RESERVED:
+                raise DeclarationError(f"from_ctypes: names for {name}: {g!r} is not a parameter name C can say")
+            if given.count(g) > 1:
+                raise DeclarationError(f"from_ctypes: names for {name} give {g!r} twice")
         pnames = given
     else:
         pnames = []
@@ -201,7 +324,63 @@ def _declaration(name: str, fn: Any, types_: _Types, names: str | None) -> str:
             else:
                 pnames.append(f"a{i}")
     params = ", ".join(f"{c} {n}" for c, n in zip(ctypes_names, pnames)) or "void"
-    return f"{result} {name}({params});"
+    return f"{result} {name}({params});", pnames
+
+
+def _ndpointer_contracts(fns: Mapping[str, Any], pnames: Mapping[str, list[str]],
+                         contracts: Mapping[str, str] | None) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+    """ndpointer shapes as contract clauses (``p0: [3, 4]``) added to the user's (a clause
+    of theirs for the same argument wins), and the ndims to check where no shape is given."""
+    out = dict(contracts or {})
+    ndims: dict[str, dict[str, int]] = {}
+    for name, f in fns.items():
+        for i, t in enumerate(f.argtypes or ()):
+            if not _is_ndpointer(t):
+                continue
+            pname = pnames[name][i]
+            mine = out.get(name, "")
+            if re.search(rf"(^|[;\n])\s*{re.escape(pname)}\s*:", mine):
+                continue
+            if t._shape_ is not None:
+                clause = f"{pname}: [{', '.join(str(int(d)) for d in t._shape_)}]"
+                out[name] = f"{mine}; {clause}" if mine.strip() else clause
+            elif t._ndim_ is not None:
+                ndims.setdefault(name, {})[pname] = int(t._ndim_)
+    return out, ndims
+
+
+def _adapted(bound: Callable[..., Any], fn: Any, name: str, ndims: Mapping[str, int],
+             errcheck: Callable[..., Any] | None) -> Callable[..., Any]:
+    """``bound`` with what ctypes would also do around the call: the ndim of ndpointer
+    arguments checked before it, ``errcheck(result, func, args)`` after it."""
+    plan = bound.__wrapped_bridge__.plan  # type: ignore[attr-defined]
+    position = {p.pyname: i for i, p in enumerate(plan.positional)}
+    checks = [(pname, position.get(pname), k) for pname, k in ndims.items()]
+    # where the C result is in what the bound function returns: errcheck sees it, and
+    # its value takes its place (out arrays the bridge allocated stay beside it)
+    has_result = plan.returns in ("value", "count")
+    outs = any((p.kind == "array" and p.role == "out") or p.kind == "handle_out" for p in plan.params)
+
+    @functools.wraps(bound)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        for pname, i, k in checks:
+            value = args[i] if i is not None and i < len(args) else kwargs.get(pname)
+            nd = getattr(value, "ndim", None)
+            if value is not None and nd is not None and nd != k:
+                raise ShapeError(f"{name}(): argument '{pname}' is an array of {nd} dimension(s), but its argtypes' "
+                                 f"ndpointer says ndim={k}")
+        result = bound(*args, **kwargs)
+        if errcheck is None:
+            return result
+        if has_result and outs:
+            return (errcheck(result[0], fn, args), *result[1:])
+        if has_result:
+            return errcheck(result, fn, args)
+        errcheck(None, fn, args)  # void: for what it raises
+        return result
+
+    return call
 
 
 def from_ctypes(
@@ -232,12 +411,34 @@ def from_ctypes(
     """
     check_contracts(contracts)
     fns = _functions(library)
+    for name, f in fns.items():
+        _c_name(name, "function name")
+        if getattr(f, "_flags_", 0) & ctypes._FUNCFLAG_PYTHONAPI:  # type: ignore[attr-defined]
+            raise DeclarationError(
+                f"from_ctypes: {name} comes from a ctypes.PyDLL (or pythonapi): it uses the Python C API, which needs "
+                f"the GIL, and tensorffi releases the GIL around every C call; call it through ctypes itself")
+    if names is not None:
+        if not isinstance(names, Mapping):
+            raise DeclarationError(f"from_ctypes: names must map function names to 'a, b, ...', got "
+                                   f"{type(names).__name__}")
+        unknown = sorted(str(k) for k in names if k not in fns)
+        if unknown:
+            raise DeclarationError(f"from_ctypes: names name functions that are not bound: {', '.join(unknown)} "
+                                   f"(bound: {', '.join(fns)})")
     types_ = _Types()
-    decl_lines = [_declaration(n, f, types_, (names or {}).get(n)) for n, f in fns.items()]
-    cdef = "\n".join(types_.lines + decl_lines)
-    decls = parse_declarations(cdef)
+    decl_lines, pnames = [], {}
+    for n, f in fns.items():
+        line, pnames[n] = _declaration(n, f, types_, (names or {}).get(n))
+        decl_lines.append(line)
     ffi = cffi.FFI()
-    ffi.cdef(cdef)
+    type_cdef = types_.declare(ffi)
+    try:
+        ffi.cdef("\n".join(decl_lines))
+    except cffi.CDefError as exc:  # pragma: no cover - the names and types were checked above
+        raise DeclarationError(f"from_ctypes: the declarations derived from argtypes do not parse: {exc}") from None
+    cdef = "\n".join([type_cdef] + decl_lines)
+    decls = parse_declarations(cdef)
+    contracts, ndims = _ndpointer_contracts(fns, pnames, contracts)
     raw = types.SimpleNamespace()
     shims: dict[str, Any] = {}
     addresses: dict[str, int] = {}
@@ -254,8 +455,17 @@ def from_ctypes(
     # what keeps the code loaded: the ctypes library objects (and functions) themselves
     raw._tf_ctypes = (library, tuple(fns.values()))
     where = getattr(library, "_name", None) or ", ".join(fns)
-    return Library(ffi, raw, decls, contracts, shim_lookup=shims.get if shims else None, default_returns=returns,
-                   description=f"from_ctypes({where!r})", addresses=addresses)
+    lib = Library(ffi, raw, decls, contracts, shim_lookup=shims.get if shims else None, default_returns=returns,
+                  description=f"from_ctypes({where!r})", addresses=addresses)
+    for name, f in fns.items():
+        errcheck = getattr(f, "errcheck", None)
+        if errcheck is None and name not in ndims:
+            continue
+        call = _adapted(lib._bound[name], f, name, ndims.get(name, {}), errcheck)
+        lib._bound[name] = call
+        if lib.__dict__.get(name) is not None:
+            lib.__dict__[name] = call
+    return lib
 
 
 __all__ = ["from_ctypes"]
