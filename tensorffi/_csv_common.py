@@ -404,6 +404,21 @@ def _column_map(usecols: Any, ncols_in: int, names: list[str] | None) -> tuple[n
     return colmap, None if names is None else [names[i] for i in picked]
 
 
+def _usecols_arg(usecols: Any) -> Any:
+    """``usecols`` as read_csv and iter_csv keep it: one index or name as given, any
+    other iterable (a generator, a ``map``, a ``range``, a set of indices) as a list,
+    read once, here, before anything looks at it."""
+    if usecols is None or isinstance(usecols, (int, np.integer, str)) or _index_like(usecols):
+        return usecols
+    if isinstance(usecols, (list, tuple)):
+        return usecols
+    try:
+        return list(usecols)
+    except TypeError:
+        raise TypeError(f"usecols must be a column index or name, or an iterable of them, got "
+                        f"{type(usecols).__name__} {usecols!r}") from None
+
+
 def _index_like(u: Any) -> bool:
     """A column index: an integer (not a bool), or an object that converts to one
     (``__index__``, as NumPy's loadtxt takes it), not a sequence."""

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import io as _stdio
 import os
+import stat as _stat
 import threading
+import warnings
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -35,6 +38,7 @@ from ._csv_common import (
     _field_text,
     _file_size,
     _index_like,
+    _usecols_arg,
     _kernel_for,
     _looks_like_header,
     _map_file,
@@ -46,6 +50,63 @@ from ._csv_common import (
 
 #: Rows per chunk when read_csv streams an input without a size (then concatenated).
 _STREAM_ROWS = 65536
+
+#: Bytes of a file's start and end a snapshot keeps, to tell an append from a rewrite.
+_SAMPLE = 4096
+
+
+class FileChangedWarning(UserWarning):
+    """A file grew after a :class:`CSVDataset` took its snapshot: the workers read the
+    bytes it had then (``ds.refresh()`` takes a new snapshot)."""
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """What a regular file was when a reader opened it: its identity (device, inode),
+    size, modification time and a copy of its first and last bytes. :meth:`check` tells
+    the file as it is now from it: the same, appended to (the snapshot's bytes are still
+    there), or changed under the reader (truncated, rewritten in place as logrotate's
+    copytruncate does, replaced by another file at the path)."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    head: bytes
+    tail: bytes
+
+    @classmethod
+    def take(cls, fd: int) -> _Snapshot | None:
+        """The snapshot of the open file ``fd``; None for what has no size (a pipe, /proc)."""
+        st = os.fstat(fd)
+        if not _stat.S_ISREG(st.st_mode) or st.st_size <= 0:
+            return None
+        k = min(_SAMPLE, st.st_size)
+        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, os.pread(fd, k, 0),
+                   os.pread(fd, k, st.st_size - k))
+
+    def check(self, fd: int, name: str, fn: str, at: int = -1, *, same_file: bool = True) -> int:
+        """Raise :class:`~tensorffi.errors.NativeIOError` if the file open as ``fd`` no
+        longer holds the snapshot's bytes; else return how many bytes were appended.
+        ``at``: where the reader is (for the message); ``same_file``: ``fd`` was opened
+        with the snapshot (a replaced path cannot be seen through it)."""
+        st = os.fstat(fd)
+        if not same_file and (st.st_dev, st.st_ino) != (self.dev, self.ino):
+            raise NativeIOError(f"{name}: the file was replaced (another file is at the path now, inode {st.st_ino} "
+                                f"where it was {self.ino}) [TF_EIO]", -9, fn)
+        if st.st_size == self.size and st.st_mtime_ns == self.mtime_ns:
+            return 0
+        where = f" (the reader was at byte {at})" if at >= 0 else ""
+        if st.st_size < self.size:
+            raise NativeIOError(f"{name}: the file was truncated while it was read: it now ends at byte "
+                                f"{st.st_size}, but it had {self.size} bytes when it was opened{where} [TF_EIO]",
+                                -9, fn)
+        k = len(self.tail)
+        if os.pread(fd, len(self.head), 0) != self.head or os.pread(fd, k, self.size - k) != self.tail:
+            raise NativeIOError(f"{name}: the file was rewritten while it was read (its first or last bytes of "
+                                f"the {self.size} it had when it was opened changed: truncated and written again, "
+                                f"as logrotate's copytruncate does){where} [TF_EIO]", -9, fn)
+        return st.st_size - self.size
 
 
 def _read_stream(blocks: "_Blocks", opts: "_Options", progress: Any, return_names: bool) -> Any:
@@ -210,9 +271,7 @@ class _Options:
             raise ValueError(f"header must be 'auto', True or False, got {header!r}")
         self.header = header
         self.skiprows = _count_arg(skiprows, "skiprows")
-        if usecols is not None and not isinstance(usecols, (int, np.integer, str)) and not _index_like(usecols):
-            usecols = list(usecols)  # an iterator is read once, here
-        self.usecols = usecols
+        self.usecols = _usecols_arg(usecols)  # an iterator is read once, here
         self.missing = _missing_args(self.kernel, missing)  # the kernel's arguments
         self.limit = -1 if max_rows is None else _count_arg(max_rows, "max_rows")
         self.max_record = _count_arg(max_record_bytes, "max_record_bytes")
@@ -270,7 +329,8 @@ class _FileBlocks(_Blocks):
     subclass that defines ``read`` only inherits a ``readinto1`` that raises
     ``UnsupportedOperation`` (no ``read1``): then ``readinto`` it is."""
 
-    def __init__(self, f: Any, name: str, owned: bool, limit: int | None = None) -> None:
+    def __init__(self, f: Any, name: str, owned: bool, limit: int | None = None,
+                 snapshot: _Snapshot | None = None) -> None:
         self.f = f
         self.name = name
         self.owned = owned
@@ -282,10 +342,13 @@ class _FileBlocks(_Blocks):
         # appended meanwhile is not read (a half-written last record would be), and
         # ending before that size means the file was truncated under us.
         self.start, self.size = 0, -1
+        self.snapshot: _Snapshot | None = None
+        self.resume = b""  # the last bytes delivered: a rewrite shows there first
         raw = f.raw if isinstance(f, (_stdio.BufferedReader, _stdio.BufferedRandom)) else f
         if isinstance(raw, _stdio.FileIO) and not raw.closed:
-            size = _file_size(raw.fileno())
-            if size > 0:
+            self.snapshot = snapshot if snapshot is not None else _Snapshot.take(raw.fileno())
+            if self.snapshot is not None:
+                size = self.snapshot.size
                 self.start, self.size = f.tell(), size
                 sized = max(0, size - self.start)
                 self.left = sized if self.left is None else min(self.left, sized)
@@ -295,6 +358,8 @@ class _FileBlocks(_Blocks):
             n = min(n, self.left)
             if n <= 0:
                 return self.scratch[:0]
+        if self.snapshot is not None:
+            self._unchanged()
         block = self._read(n)
         got = int(block.shape[0])
         if got == 0 and self.size >= 0 and self.left:
@@ -302,7 +367,36 @@ class _FileBlocks(_Blocks):
         self.delivered += got
         if self.left is not None:
             self.left -= got
+        if self.snapshot is not None and got:
+            self.resume = (self.resume + block[-256:].tobytes())[-256:]
         return block
+
+    def _unchanged(self) -> None:
+        """Before each read of a regular file, one fstat: if its size or mtime moved,
+        the bytes it had at open must still be there (its first bytes, the bytes just
+        before the resume point, and, if it is not shorter now, its last ones). A
+        mismatch means the file was rewritten (logrotate's copytruncate, an editor
+        saving in place): a NativeIOError, not the new file's rows as if they
+        continued the old. A file that is only shorter is read up to where it ends
+        now, which is the truncation error (:meth:`_truncated`)."""
+        snap = self.snapshot
+        assert snap is not None
+        fd, at = self.f.fileno(), self.start + self.delivered
+        st = os.fstat(fd)
+        if st.st_size == snap.size and st.st_mtime_ns == snap.mtime_ns:
+            return
+        if st.st_size < at:
+            return  # below the reader: the next read finds the end, and says so
+        n = min(len(snap.head), st.st_size)
+        k = len(self.resume)
+        same = os.pread(fd, n, 0) == snap.head[:n] and (not k or os.pread(fd, k, at - k) == self.resume)
+        if same and st.st_size >= snap.size:
+            t = len(snap.tail)
+            same = os.pread(fd, t, snap.size - t) == snap.tail
+        if not same:
+            raise NativeIOError(f"{self.name}: the file was rewritten while it was read (bytes it had when it was "
+                                f"opened, {snap.size} then, changed: truncated and written again, as logrotate's "
+                                f"copytruncate does; the reader was at byte {at}) [TF_EIO]", -9, "iter_csv")
 
     def _truncated(self) -> None:
         at = self.start + self.delivered
@@ -704,9 +798,14 @@ def iter_csv(
     return CSVChunks(_open_blocks(source), rows, opts)
 
 
-def _layout_of(path: str, opts: _Options) -> _Layout:
-    """The header decision and columns of a file, from its first record."""
-    head = CSVChunks(_open_blocks(path), 1, opts)
+def _layout_of(path: str, opts: _Options, snapshot: _Snapshot | None = None) -> _Layout:
+    """The header decision and columns of a file, from its first record (of the
+    snapshot's bytes, where one is given)."""
+    blocks = _open_blocks(path)
+    if snapshot is not None and isinstance(blocks, _FileBlocks):
+        blocks.close()
+        blocks = _FileBlocks(_open_source(path, "CSVDataset"), path, owned=True, snapshot=snapshot)
+    head = CSVChunks(blocks, 1, opts)
     try:
         with head._lock:
             head._start()
@@ -716,14 +815,16 @@ def _layout_of(path: str, opts: _Options) -> _Layout:
         head.close()
 
 
-def _worker_range(path: str, opts: _Options, layout: _Layout, worker: int, workers: int) -> tuple[int, int, int, int]:
+def _worker_range(path: str, opts: _Options, layout: _Layout, worker: int, workers: int,
+                  snapshot: _Snapshot | None = None) -> tuple[int, int, int, int]:
     """Worker ``worker`` of ``workers``: its byte range [begin, end) of the data, the
     physical line at begin, and the records before it. The data is cut into equal byte
     ranges, each moved to the first record boundary at or after it as pass 1 finds it
     reading from the data start (quote-aware: a quoted field spanning lines is never
     cut), so every record is read by exactly one worker."""
     with open(path, "rb") as f:
-        data = _map_file(f, 0)
+        # the snapshot's size: every worker cuts the same bytes, however the file grew
+        data = _map_file(f, 0, snapshot.size) if snapshot is not None else _map_file(f, 0)
     size = int(data.shape[0])
     region = size - layout.start
     offsets = np.array([layout.start + region * j // workers for j in (worker, worker + 1)], dtype=np.int64)
@@ -812,6 +913,42 @@ class _CSVDatasetImpl:
         opts = _Options(**self.options)  # bad arguments fail here, not in a worker
         # picklable spellings (spawned workers): no module objects, no iterators
         self.options.update(like="numpy" if opts.want_numpy else None, usecols=opts.usecols)
+        self._snapshot: _Snapshot | None = None
+        if self.path is not None:
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Take a new snapshot of the file (its size, identity and first and last bytes):
+        what every worker of the next epochs reads. Taken when the dataset is made, in
+        the parent process, so that workers, which open the file one by one, agree on
+        it: a file appended to since is read up to the snapshot's size (with a
+        :class:`FileChangedWarning`); one truncated, rewritten or replaced since is a
+        NativeIOError in the workers. Call it between epochs to read a file that grew."""
+        if self.path is None:
+            return
+        f = _open_source(self.path, "CSVDataset")
+        with f:
+            self._snapshot = _Snapshot.take(f.fileno())
+
+    def _open_checked(self) -> Any:
+        """The file, checked against the dataset's snapshot."""
+        assert self.path is not None
+        f = _open_source(self.path, "CSVDataset")
+        snap = self._snapshot
+        try:
+            if snap is not None:
+                grew = snap.check(f.fileno(), self.path, "CSVDataset", same_file=False)
+                if grew:
+                    warnings.warn(FileChangedWarning(
+                        f"{self.path}: the file grew by {grew} bytes after the CSVDataset took its snapshot: its "
+                        f"workers read the {snap.size} bytes it had then (ds.refresh() reads the rest)"), stacklevel=3)
+            elif _file_size(f.fileno()) > 0:
+                raise NativeIOError(f"{self.path}: the file was empty when the CSVDataset was made and has data now: "
+                                    f"call ds.refresh() to read it [TF_EIO]", -9, "CSVDataset")
+        except BaseException:
+            f.close()
+            raise
+        return f
 
     def __iter__(self) -> CSVChunks:
         info = T.utils.data.get_worker_info()
@@ -824,22 +961,29 @@ class _CSVDatasetImpl:
                 )
             assert self.opener is not None
             return iter_csv(self.opener(), self.chunk_rows, **self.options)
+        snap = self._snapshot
         if workers == 1:
-            return iter_csv(self.path, self.chunk_rows, **self.options)
+            f = self._open_checked()
+            try:
+                blocks = _FileBlocks(f, self.path, owned=True, snapshot=snap)
+            except BaseException:
+                f.close()
+                raise
+            return CSVChunks(blocks, self.chunk_rows, _Options(**self.options))
         assert info is not None
         opts = _Options(**self.options)
-        layout = _layout_of(self.path, opts)
-        if layout.empty:
-            begin = end = line = rows_before = 0
-        else:
-            begin, end, line, rows_before = _worker_range(self.path, opts, layout, info.id, workers)
-        limit = -1 if opts.limit < 0 else max(0, opts.limit - rows_before)
-        if layout.empty or begin >= end:
-            limit = 0
-        f = open(self.path, "rb", buffering=0)
+        f = self._open_checked()
         try:
+            layout = _layout_of(self.path, opts, snap)
+            if layout.empty:
+                begin = end = line = rows_before = 0
+            else:
+                begin, end, line, rows_before = _worker_range(self.path, opts, layout, info.id, workers, snap)
+            limit = -1 if opts.limit < 0 else max(0, opts.limit - rows_before)
+            if layout.empty or begin >= end:
+                limit = 0
             f.seek(begin)
-            blocks = _FileBlocks(f, self.path, owned=True, limit=end - begin)
+            blocks = _FileBlocks(f, self.path, owned=True, limit=end - begin, snapshot=snap)
         except BaseException:
             f.close()
             raise

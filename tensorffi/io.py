@@ -90,11 +90,13 @@ from ._csv_common import (
     _record,
     _small,
     _small_x,
+    _usecols_arg,
     _wants_numpy,
     _warn_empty,
 )
 from ._csv_stream import (
     CSVChunks,
+    FileChangedWarning,
     MAX_RECORD_BYTES,
     _Blocks,
     _CSVDatasetImpl,
@@ -106,7 +108,7 @@ from ._csv_stream import (
 )
 
 __all__ = ["read_csv", "ParseError", "EncodingError", "ControlCharacterError", "OptionTypeError", "EmptyDataWarning",
-           "NA_VALUES"]
+           "FileChangedWarning", "NA_VALUES"]
 
 #: Inputs up to this size (and without usecols or a progress callback) are parsed in
 #: one call on the calling thread: the header decision, the rows and the values in a
@@ -303,6 +305,7 @@ def read_csv(
         raise ValueError(f"header must be 'auto', True or False, got {header!r}")
     if type(skiprows) is not int or skiprows < 0:
         skiprows = _count_arg(skiprows, "skiprows")
+    usecols = _usecols_arg(usecols)  # an iterator is read once, here
     limit = -1 if max_rows is None else _count_arg(max_rows, "max_rows")
     if threads is not None:
         resolve_threads(threads)  # checked here; resolved where threads run (not for small inputs)
@@ -520,7 +523,7 @@ def _as_buffer(source: Any) -> tuple["np.ndarray | _Blocks", str, "_HeldStorage 
 __all__ += ["iter_csv", "CSVChunks", "CSVDataset", "MAX_RECORD_BYTES"]
 # The public classes and functions defined beside read_csv are tensorffi.io's (their repr, and pickle
 # in DataLoader workers, name the module users import).
-for _cls in (EncodingError, ControlCharacterError, OptionTypeError, EmptyDataWarning, CSVChunks, iter_csv):
+for _cls in (EncodingError, ControlCharacterError, OptionTypeError, EmptyDataWarning, FileChangedWarning, CSVChunks, iter_csv):
     _cls.__module__ = __name__
 del _cls
 
