@@ -782,7 +782,13 @@ def iter_csv(
     size, or below what was already read) is a
     :class:`~tensorffi.errors.NativeIOError`, read_csv's error for the same event,
     whose message names the byte the file now ends at; the rows read completely
-    before it are yielded first, then the error is raised. Pipes, FIFOs, ``/proc``
+    before it are yielded first, then the error is raised. A file rewritten meanwhile
+    (truncated and written again, as logrotate's ``copytruncate`` does, or saved in
+    place) is a NativeIOError too, never the new file's rows as if they continued the
+    old: before each block the reader checks the file's size and modification time
+    (one ``fstat``), and where they moved, that the bytes it had at open are still
+    there (its first and last 4 KiB, and the 256 bytes before the resume point).
+    Pipes, FIFOs, ``/proc``
     files and other unsized inputs are read to their end. Paths that cannot be opened
     raise as in :func:`read_csv`.
 
@@ -853,6 +859,14 @@ class _CSVDatasetImpl:
     boundaries and line ends (memory-mapped, no numbers parsed: several GB/s), then
     reads its range block by block. ``max_rows`` counts rows from the start of the
     file; errors name their line, column and byte offset in the whole file.
+
+    The workers agree on one snapshot of the file, taken when the dataset is made (in
+    the parent process): its size, identity and first and last bytes. A file appended
+    to since is read up to that size, in every worker (with a
+    :class:`~tensorffi.io.FileChangedWarning`); one truncated, rewritten or replaced by
+    another file since is a NativeIOError in each worker, which the DataLoader
+    re-raises. ``refresh()`` takes a new snapshot (between epochs, to read a file
+    that grew).
 
     ``source`` is a path (splittable), or a callable returning a binary file object
     (``lambda: gzip.open(path)``, a pipe): those are read by one worker only, and with
