@@ -22,6 +22,7 @@ from ._lib import lib, native
 from ._torch import T
 from .errors import (
     ArgumentOverflowError,
+    ArgumentValueError,
     TensorFFIError,
     NativeError,
     NativeIOError,
@@ -98,6 +99,11 @@ class OptionTypeError(TensorFFIError, TypeError, ValueError):
     TypeError as NumPy types it, and a ValueError as pandas does."""
 
 
+class OptionValueError(ArgumentValueError):
+    """An option (or a source) read_csv, iter_csv and CSVDataset cannot use: a value out
+    of range (``skiprows=-1``, ``delimiter=",,"``), a column usecols does not find."""
+
+
 class EmptyDataWarning(UserWarning):
     """The input holds no record at all (NumPy's loadtxt warns the same): the table has
     no rows, and as many columns as ``usecols`` names (none without it)."""
@@ -142,11 +148,11 @@ class _ReaderOptions:
         words: list[str] = []
         if na_values is not None:
             if isinstance(na_values, dict):
-                raise TypeError("na_values per column (a dict) is not supported: give one list for every column")
+                raise OptionTypeError("na_values per column (a dict) is not supported: give one list for every column")
             items = [na_values] if isinstance(na_values, (str, int, float)) else list(na_values)
             for w in items:
                 if isinstance(w, bool) or not isinstance(w, (str, int, float, np.integer, np.floating)):
-                    raise TypeError(f"na_values must hold strings (or numbers), got {w!r}")
+                    raise OptionTypeError(f"na_values must hold strings (or numbers), got {w!r}")
                 if isinstance(w, str):
                     words.append(w)
                 else:  # as pandas: -999 also matches "-999.0", and -999.0 "-999"
@@ -165,7 +171,7 @@ class _ReaderOptions:
         for w in dict.fromkeys(words):  # in order, once
             b = w.encode("utf-8")
             if len(b) > 255 or any(c in w for c in "\0\n\r"):
-                raise ValueError(f"na_values: {w!r} cannot be a field (a NUL, a line end, or over 255 bytes)")
+                raise OptionValueError(f"na_values: {w!r} cannot be a field (a NUL, a line end, or over 255 bytes)")
             if not w.strip() or (_NAN_WORD.fullmatch(w) and not integer):
                 continue  # empty fields and NaN spellings are missing or NaN already
             if (_INTEGER if integer else _NUMBER).fullmatch(w.strip(" \t")):
@@ -179,17 +185,17 @@ class _ReaderOptions:
     @staticmethod
     def _mark(ch: Any, what: str, delim: int, comment: int) -> str:
         if not isinstance(ch, str):
-            raise TypeError(f"{what} must be a one-character string, got {ch!r}")
+            raise OptionTypeError(f"{what} must be a one-character string, got {ch!r}")
         if delim == _WHITESPACE and len(ch) == 1 and _blank(ch):
             raise ControlCharacterError(f"the control characters {what} and delimiter are incompatible: {what} is "
                                         f"{ch!r}, and delimiter=None splits fields at white space")
         if len(ch) != 1 or ord(ch) > 126 or (ord(ch) < 32):
-            raise ValueError(f"{what} must be one ASCII character, got {ch!r}")
+            raise OptionValueError(f"{what} must be one ASCII character, got {ch!r}")
         if ord(ch) in (delim, comment):
             raise ControlCharacterError(f"the control characters {what} and delimiter or comment are incompatible: "
                                         f"both are {ch!r}")
         if ch.isdigit() or ch in '"+-eE' or (what == "decimal" and ch == " "):
-            raise ValueError(f"{what} cannot be {ch!r}: it is part of numbers, quoting, the delimiter or comments")
+            raise OptionValueError(f"{what} cannot be {ch!r}: it is part of numbers, quoting, the delimiter or comments")
         return ch
 
     def classify(self, text: str) -> int:
@@ -377,27 +383,27 @@ def _column_map(usecols: Any, ncols_in: int, names: list[str] | None) -> tuple[n
     picked: list[int] = []
     missing = [u for u in usecols if isinstance(u, str) and names is not None and u not in names]
     if missing:  # pandas' words
-        raise ValueError(f"usecols: no column named {missing[0]!r} (Usecols do not match columns, columns expected "
+        raise OptionValueError(f"usecols: no column named {missing[0]!r} (Usecols do not match columns, columns expected "
                          f"but not found: {missing}); the columns are {names}")
     for u in usecols:
         if isinstance(u, str):
             if names is None:
-                raise ValueError(f"usecols names a column ({u!r}), but the input has no header")
+                raise OptionValueError(f"usecols names a column ({u!r}), but the input has no header")
             hits = [i for i, nm in enumerate(names) if nm == u]
             if len(hits) > 1:
-                raise ValueError(f"usecols: {len(hits)} columns are named {u!r}; select them by index")
+                raise OptionValueError(f"usecols: {len(hits)} columns are named {u!r}; select them by index")
             picked.append(hits[0])
         elif _index_like(u):
             i = operator.index(u)
             if not -(1 << 63) <= i < 1 << 63:
                 raise ArgumentOverflowError(f"usecols: column {i} does not fit in a 64-bit integer")
             if not -ncols_in <= i < ncols_in:
-                raise ValueError(f"usecols: column {i} is out of range for {ncols_in} column(s)")
+                raise OptionValueError(f"usecols: column {i} is out of range for {ncols_in} column(s)")
             picked.append(i % ncols_in)
         else:
-            raise TypeError(f"usecols must hold column indices or names, got {u!r}")
+            raise OptionTypeError(f"usecols must hold column indices or names, got {u!r}")
     if len(set(picked)) != len(picked):
-        raise ValueError(f"usecols selects a column twice: {list(usecols)}")
+        raise OptionValueError(f"usecols selects a column twice: {list(usecols)}")
     colmap = np.full(ncols_in, -1, dtype=np.int64)
     for k, i in enumerate(picked):
         colmap[i] = k
@@ -415,7 +421,7 @@ def _usecols_arg(usecols: Any) -> Any:
     try:
         return list(usecols)
     except TypeError:
-        raise TypeError(f"usecols must be a column index or name, or an iterable of them, got "
+        raise OptionTypeError(f"usecols must be a column index or name, or an iterable of them, got "
                         f"{type(usecols).__name__} {usecols!r}") from None
 
 
@@ -449,7 +455,7 @@ def _kernel_for(dtype: Any) -> str:
     if isinstance(dtype, str):
         key = dtype.lower().removeprefix("torch.")
         if key == "int":
-            raise TypeError("read_csv: dtype 'int' is ambiguous (torch.int is int32, NumPy's 'int' is int64): "
+            raise OptionTypeError("read_csv: dtype 'int' is ambiguous (torch.int is int32, NumPy's 'int' is int64): "
                             "say 'int32' or 'int64'")
         if key not in _KERNELS:
             key = _numpy_dtype(dtype)
@@ -461,7 +467,7 @@ def _kernel_for(dtype: Any) -> str:
     if kernel is not None and isinstance(dtype, T.dtype):
         _KERNELS[dtype] = kernel  # the next call finds it at once
     if kernel is None:
-        raise TypeError(f"read_csv: dtype must be float32, float64, float16, bfloat16, int32 or int64, got {dtype!r}")
+        raise OptionTypeError(f"read_csv: dtype must be float32, float64, float16, bfloat16, int32 or int64, got {dtype!r}")
     return kernel
 
 
@@ -481,7 +487,7 @@ def _missing_args(kernel: str, missing: Any) -> tuple[Any, ...]:
         try:
             return (float(missing),)
         except (TypeError, ValueError):
-            raise TypeError(f"missing must be a number, got {missing!r}") from None
+            raise OptionTypeError(f"missing must be a number, got {missing!r}") from None
     name = _NUMPY[kernel].name
     if isinstance(missing, (int, np.integer)):
         value = int(missing)
@@ -489,11 +495,11 @@ def _missing_args(kernel: str, missing: Any) -> tuple[Any, ...]:
         try:
             as_float = float(missing)
         except (TypeError, ValueError):
-            raise TypeError(f"missing must be a number, got {missing!r}") from None
+            raise OptionTypeError(f"missing must be a number, got {missing!r}") from None
         if as_float != as_float:
             return (0, 0)
         if not as_float.is_integer():
-            raise ValueError(f"missing={missing!r} cannot fill an {name} table: give an integer (or leave missing "
+            raise OptionValueError(f"missing={missing!r} cannot fill an {name} table: give an integer (or leave missing "
                              "as NaN: then an empty field or an NA word is a ParseError)")
         value = int(as_float)
     lo, hi = _INT_RANGE[kernel]
@@ -514,20 +520,20 @@ def _wants_numpy(like: Any) -> bool:
         return False
     if like is np or like is np.ndarray or (isinstance(like, str) and like == "numpy"):
         return True
-    raise ValueError(f"like must be 'torch' or 'numpy' (or the module, or an array of that kind), got {like!r}")
+    raise OptionValueError(f"like must be 'torch' or 'numpy' (or the module, or an array of that kind), got {like!r}")
 
 
 def _char_code(ch: Any, what: str) -> int:
     if not isinstance(ch, str):
-        raise TypeError(f"{what} must be a one-character string, got {ch!r}")
+        raise OptionTypeError(f"{what} must be a one-character string, got {ch!r}")
     if len(ch) != 1 or ord(ch) > 127:
-        raise ValueError(f"{what} must be one ASCII character, got {ch!r}")
+        raise OptionValueError(f"{what} must be one ASCII character, got {ch!r}")
     if ch == "\0":
-        raise ValueError(f"{what} cannot be NUL ('\\0'): NUL bytes are refused in the input")
+        raise OptionValueError(f"{what} cannot be NUL ('\\0'): NUL bytes are refused in the input")
     if ch in "\r\n":
         raise ControlCharacterError(f"{what}: the control character {ch!r} cannot be a newline")
     if ch in '"\r\n' or ch.isalnum() or ch in ".+-":
-        raise ValueError(f"{what} cannot be {ch!r}: it is part of quoting, line ends or numbers")
+        raise OptionValueError(f"{what} cannot be {ch!r}: it is part of quoting, line ends or numbers")
     return ord(ch)
 
 
@@ -548,7 +554,7 @@ def _comment_code(comment: Any, delim: int) -> int:
                                     f"{comment!r}, and delimiter=None splits fields at white space")
     code = _char_code(comment, "comment")
     if comment in (" ", "\t"):
-        raise ValueError(f"comment cannot be a blank ({comment!r}): blanks around fields are ignored")
+        raise OptionValueError(f"comment cannot be a blank ({comment!r}): blanks around fields are ignored")
     if code == delim:
         raise ControlCharacterError(f"the control characters delimiter and comment are incompatible: both are "
                                     f"{comment!r}")
@@ -560,7 +566,9 @@ def _count_arg(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise OptionTypeError(f"{what} must be a non-negative integer, got {value!r}")
     if value < 0:
-        raise ValueError(f"{what} must be a non-negative integer, got {value!r}")
+        raise OptionValueError(f"{what} must be a non-negative integer, got {value!r}")
+    if value > (1 << 63) - 1:
+        raise OptionValueError(f"{what} must be at most 2**63 - 1, got {value!r}")
     return int(value)
 
 

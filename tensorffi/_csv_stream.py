@@ -23,6 +23,8 @@ from ._torch import T
 from .errors import NativeError, NativeIOError, ParseError
 from ._csv_common import (
     EncodingError,
+    OptionTypeError,
+    OptionValueError,
     na_word_hint,
     _INT_RANGE,
     _KERNEL_NAMES,
@@ -164,18 +166,21 @@ def _as_array(source: Any, streams: bool = False) -> tuple["np.ndarray | _Blocks
     if isinstance(source, (bytes, bytearray)):
         return np.frombuffer(source, dtype=np.uint8), "<bytes>"
     if isinstance(source, memoryview):
+        if not source.contiguous:
+            raise OptionTypeError(f"a memoryview source must be contiguous text, got one of shape {source.shape} and "
+                                  f"strides {source.strides}: pass bytes(view)")
         view = source if source.ndim == 1 and source.format in ("B", "b", "c") else source.cast("B")
         return np.frombuffer(view, dtype=np.uint8), "<bytes>"
     if isinstance(source, np.ndarray):
         if source.dtype != np.uint8 or source.ndim != 1:
-            raise TypeError(f"an array source must be 1-D uint8 text, got dtype {source.dtype}, shape {source.shape}")
+            raise OptionTypeError(f"an array source must be 1-D uint8 text, got dtype {source.dtype}, shape {source.shape}")
         return np.ascontiguousarray(source), "<array>"
     if isinstance(source, T.Tensor):
         if source.dtype != T.uint8 or source.dim() != 1 or source.device.type != "cpu":
-            raise TypeError(f"a tensor source must be a 1-D uint8 CPU tensor, got {source.dtype}, {tuple(source.shape)}")
+            raise OptionTypeError(f"a tensor source must be a 1-D uint8 CPU tensor, got {source.dtype}, {tuple(source.shape)}")
         return source.contiguous().numpy(), "<tensor>"
     if isinstance(source, _stdio.TextIOBase):
-        raise TypeError("read_csv needs a binary file object: open the file with mode 'rb'")
+        raise OptionTypeError("read_csv needs a binary file object: open the file with mode 'rb'")
     if hasattr(source, "read"):
         name = str(getattr(source, "name", "<file>"))
         if isinstance(source, _stdio.BytesIO):
@@ -194,9 +199,9 @@ def _as_array(source: Any, streams: bool = False) -> tuple["np.ndarray | _Blocks
             return _FileBlocks(source, name, owned=False), name
         data = source.read()
         if not isinstance(data, (bytes, bytearray)):
-            raise TypeError(f"read_csv needs a binary file object, but read() returned {type(data).__name__}")
+            raise OptionTypeError(f"read_csv needs a binary file object, but read() returned {type(data).__name__}")
         return np.frombuffer(data, dtype=np.uint8), name
-    raise TypeError(
+    raise OptionTypeError(
         "read_csv source must be a path, bytes, bytearray, memoryview, a uint8 array or a binary file object, "
         f"got {type(source).__name__}"
     )
@@ -262,13 +267,13 @@ class _Options:
         self.kernel = _kernel_for(dtype)
         self.want_numpy = False if like is None else _wants_numpy(like)
         if self.want_numpy and self.kernel == "bf16":
-            raise TypeError("NumPy has no bfloat16 dtype: use like=torch (the default) for bfloat16")
+            raise OptionTypeError("NumPy has no bfloat16 dtype: use like=torch (the default) for bfloat16")
         self.delim = _delimiter_code(delimiter)
         self.comment = -1 if comment is None else _comment_code(comment, self.delim)
         if header is None:
             header = False
         if header is not True and header is not False and header != "auto":
-            raise ValueError(f"header must be 'auto', True or False, got {header!r}")
+            raise OptionValueError(f"header must be 'auto', True or False, got {header!r}")
         self.header = header
         self.skiprows = _count_arg(skiprows, "skiprows")
         self.usecols = _usecols_arg(usecols)  # an iterator is read once, here
@@ -276,7 +281,7 @@ class _Options:
         self.limit = -1 if max_rows is None else _count_arg(max_rows, "max_rows")
         self.max_record = _count_arg(max_record_bytes, "max_record_bytes")
         if self.max_record < 1:
-            raise ValueError("max_record_bytes must be at least 1")
+            raise OptionValueError("max_record_bytes must be at least 1")
         self.xo = None
         if na_values is not None or thousands is not None or decimal != ".":
             self.xo = _ReaderOptions(na_values, keep_default_na, thousands, decimal, self.delim, self.comment,
@@ -287,7 +292,7 @@ class _Options:
 
 def _chunk_rows_arg(chunk_rows: Any) -> int:
     if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer)) or chunk_rows < 1:
-        raise ValueError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
+        raise OptionValueError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
     return int(chunk_rows)
 
 
@@ -422,13 +427,13 @@ class _FileBlocks(_Blocks):
                 self.readinto = plain
                 got = self.readinto(memoryview(self.scratch)[:n])  # type: ignore[arg-type]
             if got is None:
-                raise ValueError(f"iter_csv: {self.name} is a non-blocking stream with no data ready; "
+                raise OptionValueError(f"iter_csv: {self.name} is a non-blocking stream with no data ready; "
                                  "iter_csv needs blocking reads")
             block = self.scratch[:got]
         else:
             data = self.f.read(n)
             if not isinstance(data, (bytes, bytearray)):
-                raise TypeError(f"iter_csv needs a binary file object, but read() returned {type(data).__name__}")
+                raise OptionTypeError(f"iter_csv needs a binary file object, but read() returned {type(data).__name__}")
             block = np.frombuffer(data, dtype=np.uint8)
         return block
 
@@ -450,17 +455,17 @@ def _open_blocks(source: Any) -> _Blocks:
             raise
     if isinstance(source, T.Tensor):
         if source.dtype != T.uint8 or source.dim() != 1 or source.device.type != "cpu":
-            raise TypeError(f"a tensor source must be a 1-D uint8 CPU tensor, got {source.dtype}, {tuple(source.shape)}")
+            raise OptionTypeError(f"a tensor source must be a 1-D uint8 CPU tensor, got {source.dtype}, {tuple(source.shape)}")
         return _MemoryBlocks(source if source.is_contiguous() else source.contiguous(), "<tensor>")
     if isinstance(source, (bytes, bytearray, memoryview, np.ndarray)):
         arr, name = _as_array(source)
         return _MemoryBlocks(arr, name)
     if isinstance(source, _stdio.TextIOBase):
-        raise TypeError("iter_csv needs a binary file object: open the file with mode 'rb'")
+        raise OptionTypeError("iter_csv needs a binary file object: open the file with mode 'rb'")
     if hasattr(source, "read"):
         name = "<BytesIO>" if isinstance(source, _stdio.BytesIO) else str(getattr(source, "name", "<file>"))
         return _FileBlocks(source, name, owned=False)
-    raise TypeError(
+    raise OptionTypeError(
         "iter_csv source must be a path, bytes, bytearray, memoryview, a uint8 array or tensor, or a binary file "
         f"object, got {type(source).__name__}"
     )
@@ -552,7 +557,7 @@ class CSVChunks:
         with self._lock:
             if self._layout is None:
                 if self._done:
-                    raise ValueError("iter_csv: the iterator was closed before its header was read")
+                    raise OptionValueError("iter_csv: the iterator was closed before its header was read")
                 try:
                     self._start()
                 except BaseException:
@@ -914,7 +919,7 @@ class _CSVDatasetImpl:
         elif callable(source):
             self.path, self.opener = None, source
         else:
-            raise TypeError(
+            raise OptionTypeError(
                 "CSVDataset source must be a path or a callable returning a binary file object (a dataset is "
                 f"iterated once per epoch, and a file object only once), got {type(source).__name__}"
             )
@@ -922,7 +927,8 @@ class _CSVDatasetImpl:
         self.options = dict(dtype=dtype, delimiter=delimiter, header=header, skiprows=skiprows, usecols=usecols,
                             comment=comment, missing=missing, max_rows=max_rows, like=like,
                             max_record_bytes=max_record_bytes,
-                            na_values=na_values if na_values is None or isinstance(na_values, (str, dict)) else list(na_values),
+                            na_values=na_values if na_values is None or isinstance(na_values, (str, dict)) or not
+                            hasattr(na_values, "__iter__") else list(na_values),
                             keep_default_na=keep_default_na, thousands=thousands, decimal=decimal)
         opts = _Options(**self.options)  # bad arguments fail here, not in a worker
         # picklable spellings (spawned workers): no module objects, no iterators
@@ -969,7 +975,7 @@ class _CSVDatasetImpl:
         workers = 1 if info is None else info.num_workers
         if self.path is None:
             if workers > 1:
-                raise ValueError(
+                raise OptionValueError(
                     f"CSVDataset over a stream (from {self.opener!r}) cannot be split between {workers} DataLoader "
                     "workers: pipes and compressed streams have no byte ranges; use num_workers=1 (or 0), or a path"
                 )

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from ._lib import lib
+from .errors import ArgumentValueError
 
 __all__ = ["get_num_threads", "set_num_threads", "resolve_threads"]
 
@@ -147,7 +148,7 @@ def get_num_threads() -> int:
 def set_num_threads(n: int | None) -> None:
     """Set the thread count of tensorffi's kernels for the whole process (None: default)."""
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-        raise ValueError(f"set_num_threads expects a positive integer or None, got {n!r}")
+        raise ArgumentValueError(f"set_num_threads expects a positive integer or None, got {n!r}")
     _thread_state[0] = n
 
 
@@ -156,5 +157,5 @@ def resolve_threads(threads: int | None) -> int:
     if threads is None:
         return get_num_threads()
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
+        raise ArgumentValueError(f"threads must be a positive integer or None, got {threads!r}")
     return threads

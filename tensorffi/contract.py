@@ -347,6 +347,8 @@ def _parse_callback(name: str, inner: str, until: str | None, clause: str, where
 _DIM_TOKEN = re.compile(r"\s*(\d+|[A-Za-z_]\w*|//|[-+*/()])")
 #: a dimension, or any intermediate value of an expression, is at most this
 INT64_MAX = (1 << 63) - 1
+#: how long and how deep one dimension's expression may be (a parser's recursion stays small)
+_MAX_TOKENS, _MAX_DEPTH = 200, 16
 
 
 def _parse_dim(text: str, where: str) -> Dim:
@@ -358,6 +360,7 @@ def _parse_dim(text: str, where: str) -> Dim:
         raise ContractError(f"{where}: empty dimension")
     tokens: list[str] = []
     pos = 0
+    depth = 0
     while pos < len(text):
         m = _DIM_TOKEN.match(text, pos)
         if not m:
@@ -367,6 +370,15 @@ def _parse_dim(text: str, where: str) -> Dim:
                                 f"parentheses)")
         tokens.append(m.group(1))
         pos = m.end()
+        tok = tokens[-1]
+        depth += 1 if tok == "(" else -1 if tok == ")" else 0
+        if depth > _MAX_DEPTH or len(tokens) > _MAX_TOKENS:
+            raise ContractError(f"{where}: dimension {text[:60]!r}{'...' if len(text) > 60 else ''} is too "
+                                f"{'deep' if depth > _MAX_DEPTH else 'long'} (at most {_MAX_DEPTH} nested parentheses "
+                                f"and {_MAX_TOKENS} symbols, numbers and operators): name a parameter for it")
+        if tok.isdigit() and int(tok) > INT64_MAX:
+            raise ContractError(f"{where}: dimension {text[:60]!r}: {tok} is larger than any array can be "
+                                f"(over 2**63 - 1)")
     at = 0
 
     def bad(why: str) -> ContractError:
@@ -428,6 +440,9 @@ def _parse_dim(text: str, where: str) -> Dim:
 
     factor = product(tree)
     if factor is not None:
+        if abs(factor) > INT64_MAX:
+            raise ContractError(f"{where}: dimension {text!r}: its constant factor {factor} is larger than any array "
+                                f"can be (over 2**63 - 1)")
         if factor == 0 and symbols:
             raise ContractError(f"{where}: dimension {text!r} is always 0; write 0 if that is meant")
         return Dim(tuple(symbols), factor)

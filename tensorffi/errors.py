@@ -21,6 +21,11 @@ class ArgumentTypeError(TensorFFIError, TypeError):
     """An argument is of a kind the parameter cannot take (a list for a pointer...)."""
 
 
+class ArgumentValueError(TensorFFIError, ValueError):
+    """An argument of the right type with a value the function cannot use (``threads=0``,
+    ``skiprows=-1``)."""
+
+
 class DeviceError(TensorFFIError, ValueError):
     """A tensor is not in CPU memory (CUDA, meta, fake): C cannot read it."""
 

@@ -70,8 +70,9 @@ from typing import TYPE_CHECKING, Any, Callable
 import cffi
 import numpy as np
 
-from ._torch import T
-from .errors import ArgumentTypeError, HandleClosedError, LayoutError, NativeError
+from ._torch import T, loaded
+from .errors import (AllocationError, ArgumentTypeError, DTypeError, HandleClosedError, LayoutError, NativeError,
+                     ShapeError)
 
 if TYPE_CHECKING:
     import torch
@@ -382,17 +383,23 @@ def buffer(shape: Any, dtype: Any = "float32", *, pin: bool = False, like: str =
     >>> tensorffi.buffer(4, "float64", like="numpy").tolist()
     [0.0, 0.0, 0.0, 0.0]
     """
-    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
-    if isinstance(dtype, T.dtype):
-        np_dtype = T.empty(0, dtype=dtype).numpy().dtype
-    else:
-        np_dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
+    shape, torch_dtype, np_dtype = _buffer_args(shape, dtype, pin, like)
+    itemsize = np_dtype.itemsize if np_dtype is not None else T.empty(0, dtype=torch_dtype).element_size()
+    count = 1
+    for n in shape:
+        count *= n
+    nbytes = count * itemsize
+    if nbytes > (1 << 62):
+        raise AllocationError(f"tensorffi.buffer: shape {shape} of {itemsize}-byte elements is {nbytes} bytes, more "
+                              f"than any machine can map")
     if nbytes:
-        mm = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        root = np.frombuffer(mm, dtype=np_dtype)
+        try:
+            mm = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        except (OSError, OverflowError, MemoryError) as exc:
+            raise AllocationError(f"tensorffi.buffer: cannot map {nbytes} bytes for shape {shape}: {exc}") from None
+        root = np.frombuffer(mm, dtype=np_dtype if np_dtype is not None else np.uint8)
         _register_block(root)  # every view (NumPy collapses bases to it) and tensor of it keeps it alive
-        arr = root.reshape(shape)
+        arr = root.reshape(shape) if np_dtype is not None else root
         if pin:
             libc = ctypes.CDLL(None, use_errno=True)
             addr = arr.__array_interface__["data"][0]
@@ -401,16 +408,76 @@ def buffer(shape: Any, dtype: Any = "float32", *, pin: bool = False, like: str =
                 raise NativeError(f"tensorffi.buffer: cannot pin {nbytes} bytes in RAM (mlock: errno {err}); "
                                   f"raise 'ulimit -l' or pass pin=False")
     else:
-        arr = np.zeros(shape, dtype=np_dtype)
+        arr = np.zeros(shape if np_dtype is not None else (0,), dtype=np_dtype if np_dtype is not None else np.uint8)
     if like == "numpy":
         return arr
-    if like != "torch":
-        raise ValueError(f"like must be 'torch' or 'numpy', got {like!r}")
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return T.from_numpy(arr)
+        tensor = T.from_numpy(arr)
+    if np_dtype is None:  # bfloat16, float8: the bytes, viewed as torch's type
+        tensor = tensor.view(torch_dtype).reshape(shape)
+    return tensor
+
+
+def _buffer_args(shape: Any, dtype: Any, pin: Any, like: Any) -> tuple[tuple[int, ...], Any, np.dtype | None]:
+    """buffer()'s arguments checked: (shape, torch dtype or None, NumPy dtype or None
+    where NumPy has no such type: bfloat16, float8)."""
+    if like not in ("torch", "numpy"):
+        raise ArgumentTypeError(f"tensorffi.buffer: like must be 'torch' or 'numpy', got {like!r}")
+    if not isinstance(pin, (bool, np.bool_)):
+        raise ArgumentTypeError(f"tensorffi.buffer: pin must be True or False, got {pin!r}")
+    dims = [shape] if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool) else shape
+    try:
+        dims = list(dims)
+    except TypeError:
+        raise ArgumentTypeError(f"tensorffi.buffer: shape must be an int or a sequence of ints, got "
+                                f"{type(shape).__name__} {shape!r}") from None
+    out = []
+    for n in dims:
+        if isinstance(n, (bool, np.bool_)) or not hasattr(type(n), "__index__"):
+            raise ArgumentTypeError(f"tensorffi.buffer: shape {shape!r} holds {n!r}, not an integer")
+        n = int(n.__index__())
+        if n < 0:
+            raise ShapeError(f"tensorffi.buffer: shape {shape!r} holds {n}: dimensions cannot be negative")
+        if n > (1 << 62):
+            raise AllocationError(f"tensorffi.buffer: shape {shape!r} holds {n}, more than any machine can map")
+        out.append(n)
+    torch_dtype: Any = None
+    torch = loaded()
+    if isinstance(dtype, str) and like == "torch":
+        try:
+            np.dtype(dtype)
+        except TypeError:  # a name only torch knows ("bfloat16", "float8_e4m3fn")
+            import torch as torch  # noqa: PLW0127 (like="torch": torch is used anyway)
+
+            named = getattr(torch, dtype.removeprefix("torch."), None)
+            if isinstance(named, torch.dtype):
+                dtype = named
+    if torch is None:
+        torch = loaded()
+    if torch is not None and isinstance(dtype, torch.dtype):
+        torch_dtype = dtype
+        if dtype.is_complex and dtype not in (torch.complex64, torch.complex128):
+            raise DTypeError(f"tensorffi.buffer: dtype {dtype} holds no C number type")
+        try:
+            np_dtype: np.dtype | None = T.empty(0, dtype=dtype).numpy().dtype
+        except TypeError:  # bfloat16, float8_*: NumPy has no such type
+            np_dtype = None
+            if like == "numpy":
+                raise DTypeError(f"tensorffi.buffer: NumPy has no {dtype}; use like='torch' (or a uint8 buffer "
+                                 f"viewed as you need)") from None
+        return tuple(out), torch_dtype, np_dtype
+    try:
+        np_dtype = np.dtype(dtype)
+    except TypeError:
+        raise DTypeError(f"tensorffi.buffer: dtype must be a NumPy or torch dtype (or its name), got {dtype!r}") from None
+    if np_dtype.kind not in "biufc" or np_dtype.fields is not None or np_dtype.subdtype is not None:
+        raise DTypeError(f"tensorffi.buffer: dtype {np_dtype} holds no C number type")
+    if not np_dtype.isnative:
+        raise DTypeError(f"tensorffi.buffer: dtype {np_dtype.str} is of the other byte order: C reads native numbers")
+    return tuple(out), None, np_dtype
 
 
 # --------------------------------------------------------------------------- #

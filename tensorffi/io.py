@@ -62,6 +62,7 @@ from ._csv_common import (
     EncodingError,
     NA_VALUES,
     OptionTypeError,
+    OptionValueError,
     _BOM,
     _HeldStorage,
     _INT_RANGE,
@@ -107,7 +108,8 @@ from ._csv_stream import (
     iter_csv,
 )
 
-__all__ = ["read_csv", "ParseError", "EncodingError", "ControlCharacterError", "OptionTypeError", "EmptyDataWarning",
+__all__ = ["read_csv", "ParseError", "EncodingError", "ControlCharacterError", "OptionTypeError", "OptionValueError",
+           "EmptyDataWarning",
            "FileChangedWarning", "NA_VALUES"]
 
 #: Inputs up to this size (and without usecols or a progress callback) are parsed in
@@ -296,14 +298,14 @@ def read_csv(
         kernel = _kernel_for(dtype)
     want_numpy = False if like is None else _wants_numpy(like)
     if want_numpy and kernel == "bf16":
-        raise TypeError("NumPy has no bfloat16 dtype: use like=torch (the default) for bfloat16")
+        raise OptionTypeError("NumPy has no bfloat16 dtype: use like=torch (the default) for bfloat16")
     delim = 44 if delimiter == "," else _delimiter_code(delimiter)
     comment_code = -1 if comment is None else _comment_code(comment, delim)
     if header is None:
         header = False
     if header is not True and header is not False and header != "auto":
-        raise ValueError(f"header must be 'auto', True or False, got {header!r}")
-    if type(skiprows) is not int or skiprows < 0:
+        raise OptionValueError(f"header must be 'auto', True or False, got {header!r}")
+    if type(skiprows) is not int or not 0 <= skiprows <= (1 << 63) - 1:
         skiprows = _count_arg(skiprows, "skiprows")
     usecols = _usecols_arg(usecols)  # an iterator is read once, here
     limit = -1 if max_rows is None else _count_arg(max_rows, "max_rows")
@@ -318,7 +320,7 @@ def read_csv(
         _check_keep_default_na(keep_default_na)
 
     if progress is not None and progress is not False and progress is not True and not callable(progress):
-        raise TypeError(f"progress must be True, False, None or a callable(done, total), got {progress!r}")
+        raise OptionTypeError(f"progress must be True, False, None or a callable(done, total), got {progress!r}")
     buf: np.ndarray | _Blocks
     if type(source) is bytes:
         if len(source) <= _SMALL_BYTES and usecols is None and not progress and _CHUNK_BYTES is None:
@@ -523,7 +525,7 @@ def _as_buffer(source: Any) -> tuple["np.ndarray | _Blocks", str, "_HeldStorage 
 __all__ += ["iter_csv", "CSVChunks", "CSVDataset", "MAX_RECORD_BYTES"]
 # The public classes and functions defined beside read_csv are tensorffi.io's (their repr, and pickle
 # in DataLoader workers, name the module users import).
-for _cls in (EncodingError, ControlCharacterError, OptionTypeError, EmptyDataWarning, FileChangedWarning, CSVChunks, iter_csv):
+for _cls in (EncodingError, ControlCharacterError, OptionTypeError, OptionValueError, EmptyDataWarning, FileChangedWarning, CSVChunks, iter_csv):
     _cls.__module__ = __name__
 del _cls
 

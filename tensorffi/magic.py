@@ -121,7 +121,11 @@ def _parse_contracts(specs: list[str], namespace: dict[str, Any]) -> dict[str, s
                     + ("not defined" if value is None else f"a {type(value).__name__}")
                 )
             for k, v in value.items():
-                contracts[str(k)] = v
+                if not isinstance(k, str) or not isinstance(v, str):
+                    raise UsageError(
+                        f"-c {spec}: {spec}[{k!r}] must map a function (or struct type) name to a contract string, "
+                        f"got {type(k).__name__} -> {type(v).__name__} ({v!r})")
+                contracts[k] = v
             continue
         func, sep, text = spec.partition(":")
         func = func.strip()

@@ -189,3 +189,10 @@ def test_a_cpp_cell_binds_its_extern_c_functions_and_raises_what_cpp_throws(ip, 
     with pytest.raises(tensorffi.NativeError, match=r"clip\(\) threw std::invalid_argument: clip: lo > hi") as info:
         clip(x, 1.0, -1.0)
     assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("value", [{"mean": 3}, {"mean": ["x: [n]"]}, {3: "x: [n]"}])
+def test_a_contract_dict_with_a_value_that_is_not_a_string_is_a_usage_error(ip, value):
+    ip.user_ns["bad_contracts"] = value
+    result, out, err, _ = run(ip, "%%tensorffi -q -c bad_contracts\ndouble mean(const double *x, long n) { return 0; }\n")
+    assert not result.success and "must map a function (or struct type) name to a contract string" in err + out

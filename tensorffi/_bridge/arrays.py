@@ -15,7 +15,7 @@ import cffi
 import numpy as np
 
 from .._torch import T
-from ..errors import ArgumentTypeError, DeviceError, DTypeError, GradError, LayoutError, WritabilityError
+from ..errors import AllocationError, ArgumentTypeError, DeviceError, DTypeError, GradError, LayoutError, WritabilityError
 from . import readonly
 
 if TYPE_CHECKING:
@@ -281,9 +281,20 @@ def _prepare_tensor(
                 f"shape for it, so the bridge cannot copy it safely (C may take its own strides). "
                 f"Pass x.contiguous(), declare its shape in a contract, or pass tensorffi.strided(x)"
             )
-        t = t.contiguous()
+        try:
+            t = t.contiguous()
+        except (RuntimeError, MemoryError) as exc:  # a broadcast view of 2**40 elements, say
+            raise _copy_failed(where, tuple(t.shape), t.element_size(), exc) from None
         storage = t.untyped_storage()
     return Prepared(t.data_ptr(), t, tuple(t.shape), "torch", None, storage)
+
+
+def _copy_failed(where: str, shape: tuple[int, ...], itemsize: int, exc: BaseException) -> AllocationError:
+    n = 1
+    for d in shape:
+        n *= d
+    return AllocationError(f"{where}: cannot make the contiguous copy C reads, of shape {shape} ({n * itemsize} "
+                           f"bytes; a broadcast or expanded view is copied in full): {str(exc).splitlines()[0]}")
 
 
 def _numpy_address(a: np.ndarray) -> int:
@@ -351,7 +362,10 @@ def _prepare_ndarray(
             )
         # A fresh C-ordered, aligned copy of the same shape (np.ascontiguousarray keeps an
         # unaligned contiguous array as is, and turns a 0-d array into shape (1,)).
-        a = np.array(a, order="C", copy=True)
+        try:
+            a = np.array(a, order="C", copy=True)
+        except MemoryError as exc:
+            raise _copy_failed(where, tuple(a.shape), a.itemsize, exc) from None
     return Prepared(_numpy_address(a), a, a.shape, "numpy", None, storage)
 
 

@@ -643,8 +643,12 @@ class _Arguments(_Emitter):
         return values
 
     def size_param_check(self, p: Param, expr: str) -> None:
-        """A size handed to an integer parameter must fit its C type."""
-        if p.int_range is None or p.int_range[1] >= _MAX_SIZE:
+        """A size handed to an integer parameter must fit its C type (a product or an
+        expression of sizes can exceed even int64's: ``m = n*2**62``)."""
+        f = p.fill
+        product = f is not None and f.dim is not None and (len(f.dim.symbols) > 1 or f.dim.factor != 1
+                                                           or f.dim.expr is not None)
+        if p.int_range is None or (p.int_range[1] >= _MAX_SIZE and not product):
             return
         lo, hi = p.int_range
         W = self.lit(self.where(p))

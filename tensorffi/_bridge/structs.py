@@ -86,7 +86,7 @@ class Struct:
         ct = field.type
         if ct.pointer_depth == 1 and ct.dtype is not None and not ct.is_array and value is not None:
             if ct.base == "char" and ct.const and isinstance(value, str):
-                value = value.encode()
+                value = _c_text(value, where, ct.text)
             if isinstance(value, (bytes,)) and ct.const:
                 if b"\0" in value:
                     raise ArgumentTypeError(f"{where} ({ct.text}): the string holds a NUL byte")
@@ -354,6 +354,18 @@ class _Lookup:
         return self.value(key)
 
 
+def _c_text(value: str, where: str, ctype: str) -> bytes:
+    """A ``str`` as the bytes C receives: UTF-8, and the bytes a surrogate escape stands
+    for (what ``os.listdir`` and ``sys.argv`` give for a name that is not UTF-8:
+    ``os.fsencode``'s conversion, so such a path opens). A lone surrogate is refused."""
+    try:
+        return value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError as exc:
+        raise ArgumentTypeError(
+            f"{where} ({ctype}): the text holds {value[exc.start:exc.end]!r} at index {exc.start}, a lone surrogate "
+            f"that no UTF-8 byte sequence spells; pass bytes for C to receive exactly those") from None
+
+
 def _string_arg(ffi: Any, value: Any, where: str, ctype: str, optional: bool) -> tuple[Any, Any, None]:
     """A ``const char *`` argument: (C value, what keeps it alive, None)."""
     if value is None:
@@ -364,7 +376,7 @@ def _string_arg(ffi: Any, value: Any, where: str, ctype: str, optional: bool) ->
             f"NULL there, say so in its contract: '{where.split(chr(39))[1]}: ?'"
         )
     if isinstance(value, str):
-        value = value.encode()
+        value = _c_text(value, where, ctype)
     elif isinstance(value, (bytearray, memoryview)):
         value = bytes(value)
     if isinstance(value, bytes):
