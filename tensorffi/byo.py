@@ -676,10 +676,11 @@ def _obtain(recipe: Recipe, files: Mapping[str, bytes], root: Path, *, from_disk
         manifest, deps = found
         key = manifest["module"]
         try:
-            so = _verified(root, key)
-            if so is None:
-                raise ImportError("its file is not the module that was built (sha256 differs)")
-            module = _import_extension(key, so)
+            with _cache.locked_if_possible(root, key):  # checked and loaded before any `cache clear` removes it
+                so = _verified(root, key)
+                if so is None:
+                    raise ImportError("its file is not the module that was built (sha256 differs)")
+                module = _import_extension(key, so)
         except (ImportError, OSError) as exc:
             if verbose:
                 print(f"tensorffi: cached module {key} does not load ({exc}); rebuilding", file=sys.stderr)
@@ -693,32 +694,59 @@ def _obtain(recipe: Recipe, files: Mapping[str, bytes], root: Path, *, from_disk
                 print(f"tensorffi: {recipe.name}: cached {key} ({(time.perf_counter() - t0) * 1e3:.1f} ms)", file=sys.stderr)
             return module, manifest, deps, ""
     warned = ""
-    with _cache.locked(root, f"{recipe.name}-{recipe_key[:24]}"):
-        found = _find(root, recipe_key, recipe.name, files, from_disk)  # built meanwhile?
-        if found is None:
-            manifest, deps, warned = _build_into(root, recipe, recipe_key, None if from_disk else files, verbose)
-        else:
-            manifest, deps = found
-    key = manifest["module"]
+    # a module whose load failed here may stay mapped under its path: load the rebuilt
+    # one through a path of its own
+    def load(key: str, so: Path) -> Any:
+        try:
+            return _import_extension(key, so, fresh_path=stale)
+        except (ImportError, OSError) as exc:
+            raise _LoadFailed(key, exc) from None
+
     try:
-        # a module whose load failed here may stay mapped under its path: load the
-        # rebuilt one through a path of its own
-        module = _import_extension(key, root / (key + ".so"), fresh_path=stale)
-    except (ImportError, OSError) as exc:
-        _cache.remove_module(root, key)
-        raise BuildError(f"the module built for {recipe.name!r} does not load: {exc}") from None
+        with _cache.locked(root, f"{recipe.name}-{recipe_key[:24]}"):
+            found = _find(root, recipe_key, recipe.name, files, from_disk)  # built meanwhile?
+            if found is None:
+                got: list[Any] = []
+                manifest, deps, warned = _build_into(root, recipe, recipe_key, None if from_disk else files, verbose,
+                                                     load, got)
+                module = got[0]
+            else:
+                manifest, deps = found
+                key = manifest["module"]
+                with _cache.locked(root, key):  # loaded before another process's `cache clear` may remove it
+                    module = load(key, root / (key + ".so"))
+    except _LoadFailed as failed:
+        _cache.remove_module(root, failed.key)
+        raise BuildError(f"the module built for {recipe.name!r} does not load: {failed.exc}") from None
     return module, manifest, deps, warned
 
 
-def _build_into(root: Path, recipe: Recipe, recipe_key: str, files: Mapping[str, bytes] | None, verbose: bool) -> tuple[dict[str, Any], dict[str, bytes], str]:
+class _LoadFailed(Exception):
+    """A module built or found in the cache that does not load (in _obtain)."""
+
+    def __init__(self, key: str, exc: BaseException) -> None:
+        super().__init__(key)
+        self.key, self.exc = key, exc
+
+
+def _build_into(root: Path, recipe: Recipe, recipe_key: str, files: Mapping[str, bytes] | None, verbose: bool,
+                load: Callable[[str, Path], Any] | None = None,
+                loaded: list[Any] | None = None) -> tuple[dict[str, Any], dict[str, bytes], str]:
+    """Build ``recipe`` into the cache; ``load(key, path)``, if given, loads the module
+    before another process can remove it, its result appended to ``loaded``."""
     t0 = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="tmp.", dir=root))
     so = None
+    module_lock: Any = None
     try:
         built = build(recipe, work, lambda deps, system: _module_name(recipe.name, recipe_key, deps, system), files)
         key = built.modname
         sha = _file_sha(str(built.path))
         so = root / (key + ".so")
+        # written, indexed and (by `load`) loaded under the module's lock: another process's
+        # `cache clear` removes modules under that lock, so never between these steps
+        module_lock = _cache.locked(root, key)
+        module_lock.__enter__()
         os.replace(built.path, so)
         manifest = dict(
             name=recipe.name,
@@ -739,11 +767,18 @@ def _build_into(root: Path, recipe: Recipe, recipe_key: str, files: Mapping[str,
         index = _cache.read_json(index_path) or {}
         keys = [key] + [k for k in index.get("modules", []) if k != key]
         _cache.write_atomic(index_path, json.dumps(dict(modules=keys[:_RECIPE_HISTORY])).encode())
+        if load is not None:
+            loaded.append(load(key, so))
     except OSError:
+        if module_lock is not None:
+            module_lock.__exit__(None, None, None)
+            module_lock = None
         if so is not None:  # a full disk: no module without its manifest left behind
             _cache.remove_module(root, so.stem)
         raise
     finally:
+        if module_lock is not None:
+            module_lock.__exit__(None, None, None)
         shutil.rmtree(work, ignore_errors=True)
     _cache.prune(root, keep=key)
     if verbose:

@@ -196,6 +196,23 @@ def locked(root: Path, name: str) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+@contextlib.contextmanager
+def locked_if_possible(root: Path, name: str) -> Iterator[None]:
+    """:func:`locked`, where the cache can hold a lock file; in a read-only cache, where
+    nothing is built or removed, without one."""
+    try:
+        f = open(subdir(root, "locks") / (name + ".lock"), "a")
+    except OSError:
+        yield
+        return
+    with f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename."""
     fd, tmp = tempfile.mkstemp(prefix=".tmp.", dir=path.parent)
@@ -275,10 +292,13 @@ def _libs_bytes(root: Path) -> int:
 
 def remove_module(root: Path, stem: str) -> None:
     """Remove one module (its manifest first, so a reader never trusts a half-removed
-    module). A process that already loaded it keeps its mapping."""
-    for suffix in (".json", ".so"):
-        with contextlib.suppress(OSError):
-            os.unlink(root / (stem + suffix))
+    module), under the module's lock: never between another process's check of the
+    module and its load (tensorffi.byo loads under the same lock). A process that
+    already loaded it keeps its mapping."""
+    with locked_if_possible(root, stem):
+        for suffix in (".json", ".so"):
+            with contextlib.suppress(OSError):
+                os.unlink(root / (stem + suffix))
 
 
 def clear(path: str | os.PathLike[str] | None = None) -> int:
@@ -289,6 +309,10 @@ def clear(path: str | os.PathLike[str] | None = None) -> int:
     for m in modules:
         remove_module(root, m["module"])
     for name, own in _OWN_IN.items():
+        if name == "locks":
+            # a lock file another process holds must stay the one every process opens
+            # (unlinked, the next process would lock a new file beside it): they stay
+            continue
         # only what tensorffi wrote: a file of the user's in a cache folder survives
         with contextlib.suppress(OSError):
             for entry in os.scandir(root / name):

@@ -116,7 +116,7 @@ class Library:
             pointers_as_int=use_shim,
             default_returns=self._default_returns,
             error_message=self._error_message,
-            resolve=lambda fname: getattr(self.raw, fname),
+            resolve=self._resolve,
             native=self._native,
             trampoline=trampoline,
             keepalive=self.raw,
@@ -134,6 +134,27 @@ class Library:
             # (a name the Library itself uses stays reachable through .functions)
             self.__dict__[name] = bound
         return bound
+
+    def _resolve(self, fname: str) -> Any:
+        """A function of this library named by a contract (a destructor, a message
+        function), called directly by the bridge: for C++, through its guard's record, so
+        that what a destructor throws is raised by ``close()`` itself, not by the next,
+        unrelated call."""
+        fn = getattr(self.raw, fname)
+        cxx = self._cxx_errors
+        if cxx is None:
+            return fn
+        pending, raise_pending = cxx.pending, cxx.raise_pending
+
+        def guarded(*args: Any) -> Any:
+            try:
+                return fn(*args)
+            finally:
+                if pending[0]:
+                    raise_pending()
+
+        guarded.__name__ = guarded.__qualname__ = fname
+        return guarded
 
     @property
     def functions(self) -> dict[str, Callable[..., Any]]:

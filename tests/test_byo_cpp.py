@@ -374,3 +374,33 @@ def test_pickled_cpp_functions_rebuild_and_still_raise_in_another_process(tmp_pa
     assert r.returncode == 0, r.stderr
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), x * 0.5)
     assert "raised NativeError custom what()" in r.stdout
+
+
+DEVICE = r"""
+#include <cstdint>
+#include <stdexcept>
+extern "C" {
+typedef struct dev { int64_t n; } dev;
+dev *dev_open(int64_t n) { return new dev{n}; }
+void dev_close(dev *d) { int64_t n = d->n; delete d; if (n < 0) throw std::runtime_error("close failed: device busy"); }
+int64_t dev_twice(const dev *d) { return 2 * d->n; }
+}
+"""
+
+
+def test_a_destructor_that_throws_raises_from_close(cache, rng):
+    """What a C++ destructor throws is close()'s error (the handle is closed once), not a
+    surprise for the next, unrelated call (which keeps its own result)."""
+    lib = tensorffi.compile("cxx_dtor", source=DEVICE, language="c++",
+                            contracts={"dev_open": "return: handle(dev_close)"})
+    k = int(rng.integers(1, 1000))
+    bad, good = lib.dev_open(-k), lib.dev_open(k)
+    with pytest.raises(tensorffi.NativeError, match=r"dev_close\(\) threw std::runtime_error: close failed"):
+        bad.close()
+    assert bad.closed
+    bad.close()  # once: nothing runs again
+    assert lib.dev_twice(good) == 2 * k
+    with pytest.raises(tensorffi.NativeError, match="close failed"):
+        lib.dev_close(lib.dev_open(-1))  # the destructor called directly
+    assert lib.dev_twice(good) == 2 * k
+    good.close()
