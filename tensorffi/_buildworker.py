@@ -560,7 +560,8 @@ def build(
             lead = (
                 f"compiling {recipe.name} failed: your type {shown} has the name of a type of Python.h, which the "
                 f"generated wrapper includes to bind your functions; rename {shown} in your C (names starting "
-                f"with Py, _Py or PY belong to Python's C API):"
+                f"with Py, _Py or PY belong to Python's C API, and Python.h also declares destructor, getter, "
+                f"setter, visitproc, freefunc and other plain names):"
             )
         elif clash:
             lead = (
@@ -992,20 +993,34 @@ def _is_parameter_name(name: str, s: Statement) -> bool:
 
 
 def _python_clashes(output: str, cdef: str) -> list[str]:
-    """Python C API names (``Py*``, ``_Py*``, ``PY*``) that the user's declarations
-    define and the compiler found declared differently by Python's headers (an error
-    naming them, with a note pointing into those headers)."""
+    """Names of the user's declarations that the compiler found declared differently by
+    Python's headers: ``Py*``, ``_Py*``, ``PY*`` names, and the plain ones Python.h also
+    declares (``destructor``, ``getter``, ``setter``, ``visitproc``, ``freefunc``...). A
+    name counts where an error names it, or where a note pointing into Python's headers
+    (gcc: "previous declaration of 'destructor'"; clang: the header's line quoted after
+    "previous definition is here") shows it."""
     includes = tuple(os.path.normpath(p) + "/" for p in _python_include())
-    if not any(line.lstrip().startswith(includes) and "note:" in line for line in output.splitlines()):
+    lines = output.splitlines()
+    if not any(line.lstrip().startswith(includes) and "note:" in line for line in lines):
         return []
-    declared = set(re.findall(r"\b(_?Py\w*|PY\w*)\b", cdef))
-    names: list[str] = []
-    for line in output.splitlines():
+    try:
+        decls = parse_declarations(cdef)
+        mine = set(decls.typedefs) | {k.split()[-1] for k in decls.structs}
+    except Exception:  # noqa: BLE001 - a cdef the parser refuses: Py* names only
+        mine = set()
+    mine |= set(re.findall(r"\b(_?Py\w*|PY\w*)\b", cdef))
+    seen: list[str] = []
+    for i, line in enumerate(lines):
         if "error:" in line:
-            for name in re.findall(r"\b(_?Py\w*|PY\w*)\b", line.split("error:", 1)[1]):
-                if name in declared and name not in names:
-                    names.append(name)
-    return names
+            text = line.split("error:", 1)[1]
+        elif line.lstrip().startswith(includes) and "note:" in line:
+            text = line.split("note:", 1)[1] + " " + (lines[i + 1] if i + 1 < len(lines) else "")
+        else:
+            continue
+        for name in re.findall(r"[A-Za-z_]\w*", text):
+            if name in mine and name not in seen:
+                seen.append(name)
+    return seen
 
 
 def _wrapper_failure(output: str) -> str:

@@ -123,6 +123,24 @@ def test_a_type_named_like_a_python_h_type_is_named(tmp_path, monkeypatch, cc):
     assert "corrupt memory" not in text and "<source>:1:" in text
 
 
+@pytest.mark.parametrize("cc", COMPILERS)
+@pytest.mark.parametrize("name, decl", [
+    ("destructor", "typedef void (*destructor)(void *);"),
+    ("getter", "typedef int (*getter)(void *, int);"),
+    ("setter", "typedef int (*setter)(void *, int, int);"),
+    ("visitproc", "typedef long visitproc;"),
+])
+def test_a_plain_python_h_type_name_is_named_not_blamed_on_the_declaration(tmp_path, monkeypatch, cc, name, decl):
+    """Python.h declares plain names too: the BuildError names the collision, not
+    "does not match its definition" (on 36e677b it blamed the user's declaration)."""
+    monkeypatch.setenv("CC", cc)
+    with pytest.raises(tensorffi.BuildError) as err:
+        tensorffi.compile("pyplain", source=f"{decl}\nint use({name} *p) {{ return p != 0; }}\n", cache=tmp_path / "c")
+    first = str(err.value).splitlines()[0]
+    assert f"your type {name} has the name of a type of Python.h" in first
+    assert "does not match its definition" not in first
+
+
 def test_a_knr_definition_is_refused_by_name_and_binds_with_a_prototype(tmp_path, rng):
     knr = "int add(a, b)\n    int a;\n    int b;\n{ return a + b; }\nint neg(int v) { return -v; }\n"
     with pytest.raises(tensorffi.DeclarationError, match=r"<source>:1: 'add' is a K&R-style definition.*prototype") as err:
