@@ -767,7 +767,7 @@ def _build_into(root: Path, recipe: Recipe, recipe_key: str, files: Mapping[str,
         index = _cache.read_json(index_path) or {}
         keys = [key] + [k for k in index.get("modules", []) if k != key]
         _cache.write_atomic(index_path, json.dumps(dict(modules=keys[:_RECIPE_HISTORY])).encode())
-        if load is not None:
+        if load is not None and loaded is not None:
             loaded.append(load(key, so))
     except OSError:
         if module_lock is not None:
