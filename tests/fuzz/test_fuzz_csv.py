@@ -10,13 +10,21 @@ import os
 import numpy as np
 import pytest
 
-from fuzz import csvfuzz
+from fuzz import csvfuzz, csvopts
 
 
 @pytest.mark.parametrize("seed", range(8))
 def test_csv_fuzz_fixed_seeds(seed):
     counts = csvfuzz.run(seed, 60)
     assert counts["ok"] > 0 and counts["error"] > 0  # both sides of the oracle were exercised
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_csv_options_and_integer_fuzz_fixed_seeds(seed):
+    """Integer tables at their types' edges and the reader options (thousands, decimal,
+    na_values, keep_default_na, missing fills), read_csv and iter_csv alike."""
+    counts = csvopts.run(1000 + seed, 60)
+    assert counts["ok"] > 0 and counts["error"] > 0
 
 
 def test_generated_tables_parse_exactly():
