@@ -170,23 +170,27 @@ class GuardedCall(BoundCall):
                 self._tf_raise()
 
 
+def guarded(fn: Callable[..., Any], errors: CxxErrors, name: str | None = None) -> Callable[..., Any]:
+    """``fn`` (which calls C++ through a guard), raising what the guard caught after it."""
+    pending, raise_pending = errors.pending, errors.raise_pending
+
+    def call(*args: Any) -> Any:
+        try:
+            return fn(*args)
+        finally:
+            if pending[0]:
+                raise_pending()
+
+    call.__name__ = call.__qualname__ = name or str(getattr(fn, "__name__", "guarded"))
+    return call
+
+
 def _guard_kernels(bound: Any, errors: CxxErrors) -> None:
     """An operator's body (tensorffi.ops) calls the C function too: guard it as well."""
     make = bound.kernel
 
     def kernel(hidden: Any = None, grad_guard: Any = None) -> Callable[..., Any]:
-        body = make(hidden, grad_guard)
-        pending, raise_pending = errors.pending, errors.raise_pending
-
-        def guarded(*args: Any) -> Any:
-            try:
-                return body(*args)
-            finally:
-                if pending[0]:
-                    raise_pending()
-
-        guarded.__name__ = guarded.__qualname__ = getattr(body, "__name__", "kernel")
-        return guarded
+        return guarded(make(hidden, grad_guard), errors, None)
 
     bound.kernel = kernel
 

@@ -141,20 +141,7 @@ class Library:
         that what a destructor throws is raised by ``close()`` itself, not by the next,
         unrelated call."""
         fn = getattr(self.raw, fname)
-        cxx = self._cxx_errors
-        if cxx is None:
-            return fn
-        pending, raise_pending = cxx.pending, cxx.raise_pending
-
-        def guarded(*args: Any) -> Any:
-            try:
-                return fn(*args)
-            finally:
-                if pending[0]:
-                    raise_pending()
-
-        guarded.__name__ = guarded.__qualname__ = fname
-        return guarded
+        return fn if self._cxx_errors is None else _calls.guarded(fn, self._cxx_errors, fname)
 
     @property
     def functions(self) -> dict[str, Callable[..., Any]]:
