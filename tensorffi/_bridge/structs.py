@@ -31,7 +31,11 @@ class Struct:
     Assigning an array to a pointer field checks it as the bridge checks an
     argument (the field's ``const`` says whether C may write through it) and keeps
     it alive for as long as the struct lives. Pass the struct (or a pointer
-    parameter of its type) to a bound function as is.
+    parameter of its type) to a bound function as is. At every call that passes
+    it, each pointer field is checked against its length (the struct's contract,
+    ``contracts={"TYPE": "FIELD: [dims]"}``, or the field names: ``float *data;
+    int64_t n;``) and against memory that moved since the assignment (see "Struct
+    fields" in :mod:`tensorffi.contract`).
 
     >>> import torch, tensorffi
     >>> x = torch.arange(4, dtype=torch.float32)
