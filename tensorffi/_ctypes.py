@@ -32,8 +32,8 @@ can say but the bridge cannot check or reproduce (``c_wchar_p``, bit fields,
 byte-swapped ``BigEndianStructure``, ``F_CONTIGUOUS`` ndpointers, arrays in
 ``argtypes``, ``c_longdouble``, pointers to pointers, names C cannot spell) is a
 :class:`~tensorffi.DeclarationError` naming the function, the argument and the type;
-so are the functions of a ``ctypes.PyDLL`` (or ``pythonapi``): they use the Python
-C API, which needs the GIL the bridge releases around every call.
+the functions of a ``ctypes.PyDLL`` (or ``pythonapi``), which use the Python C API,
+are called with the GIL held, as ctypes calls them (every other call releases it).
 
 Calls take the bridge's native path: on x86-64 Linux the checked arguments are
 passed to the function's address in registers (csrc/bridge_call.c,
@@ -327,6 +327,37 @@ def _declaration(name: str, fn: Any, types_: _Types, names: str | None) -> tuple
     return f"{result} {name}({params});", pnames
 
 
+def _with_gil(ffi: Any, name: str, fn: Any, decl: Any, addr: int) -> Callable[..., Any]:
+    """Function ``fn`` of a ``ctypes.PyDLL`` as the bridge calls it (pointers as
+    addresses, as an intptr_t shim takes them; strings as bytes; cffi pointers), called
+    through a ctypes ``PYFUNCTYPE`` twin: with the GIL held, as the Python C API needs."""
+    argtypes: list[Any] = []
+    for i, (p, t) in enumerate(zip(decl.params, fn.argtypes or ())):
+        ct = p.type
+        if ct.is_struct and ct.pointer_depth == 0:
+            raise DeclarationError(f"from_ctypes: {name}() argument {i} is a struct by value, which a PyDLL function "
+                                   f"is not called with here; pass a pointer to it")
+        argtypes.append(t if ct.pointer_depth == 0 and not ct.is_function_pointer
+                        else ctypes.c_char_p if t is ctypes.c_char_p else ctypes.c_void_p)
+    res = decl.result
+    pointer_result = res.pointer_depth > 0 or res.is_function_pointer
+    restype = ctypes.c_void_p if pointer_result else fn.restype
+    twin = ctypes.PYFUNCTYPE(restype, *argtypes)(addr)
+    cdata, null = ffi.CData, ffi.NULL
+
+    def address(v: Any) -> Any:
+        if isinstance(v, cdata):
+            return None if v == null else int(ffi.cast("intptr_t", v))
+        return v
+
+    def call(*args: Any) -> Any:
+        r = twin(*[address(a) for a in args])
+        return ffi.cast(res.text, r or 0) if pointer_result else r
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
 def _ndpointer_contracts(fns: Mapping[str, Any], pnames: Mapping[str, list[str]],
                          contracts: Mapping[str, str] | None) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
     """ndpointer shapes as contract clauses (``p0: [3, 4]``) added to the user's (a clause
@@ -411,12 +442,8 @@ def from_ctypes(
     """
     check_contracts(contracts)
     fns = _functions(library)
-    for name, f in fns.items():
+    for name in fns:
         _c_name(name, "function name")
-        if getattr(f, "_flags_", 0) & ctypes._FUNCFLAG_PYTHONAPI:  # type: ignore[attr-defined]
-            raise DeclarationError(
-                f"from_ctypes: {name} comes from a ctypes.PyDLL (or pythonapi): it uses the Python C API, which needs "
-                f"the GIL, and tensorffi releases the GIL around every C call; call it through ctypes itself")
     if names is not None:
         if not isinstance(names, Mapping):
             raise DeclarationError(f"from_ctypes: names must map function names to 'a, b, ...', got "
@@ -445,6 +472,13 @@ def from_ctypes(
     for name, f in fns.items():
         d = decls.functions[name]
         addr = cast(int, ctypes.cast(f, ctypes.c_void_p).value)  # a bound function is not NULL
+        if getattr(f, "_flags_", 0) & ctypes._FUNCFLAG_PYTHONAPI:  # type: ignore[attr-defined]
+            # a PyDLL's (or pythonapi's) function uses the Python C API: it is called with
+            # the GIL held, as ctypes calls it, through a twin of it taking addresses
+            twin = _with_gil(ffi, name, f, d, addr)
+            setattr(raw, name, twin)
+            shims[name] = twin
+            continue
         addresses[name] = addr
         params = ", ".join(p.type.text for p in d.params) or "void"
         setattr(raw, name, ffi.cast(f"{d.result.text} (*)({params})", addr))

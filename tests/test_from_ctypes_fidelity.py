@@ -52,21 +52,69 @@ def so(tmp_path_factory):
 # --------------------------------------------------------------------------- #
 
 
-def test_pydll_functions_are_refused_not_called_without_the_gil():
-    py = ctypes.PyDLL(None)
-    py.PyLong_FromLong.argtypes = [ctypes.c_long]
-    py.PyLong_FromLong.restype = ctypes.c_void_p
-    with pytest.raises(DeclarationError, match=r"PyLong_FromLong.*Python C API.*GIL"):
-        tensorffi.from_ctypes(py)
-    with pytest.raises(DeclarationError, match=r"PyLong_FromLong.*Python C API"):
-        tensorffi.from_ctypes([py.PyLong_FromLong])
+PYAPI = r"""
+#include <Python.h>
+/* what a PyDLL function does: the Python C API, which needs the GIL */
+int has_gil(void) { return PyGILState_Check(); }
+double checked_sum(const double *x, long n) {
+    if (!PyGILState_Check()) return -1.0;
+    PyObject *total = PyFloat_FromDouble(0.0);          /* Python objects: a crash without the GIL */
+    for (long i = 0; i < n; i++) {
+        PyObject *v = PyFloat_FromDouble(x[i]);
+        PyObject *t = PyNumber_Add(total, v);
+        Py_DECREF(v); Py_DECREF(total); total = t;
+    }
+    double out = PyFloat_AsDouble(total);
+    Py_DECREF(total);
+    return PyErr_Occurred() ? -2.0 : out;
+}
+const char *gil_word(void) { return PyGILState_Check() ? "held" : "released"; }
+"""
 
 
-def test_pythonapi_functions_are_refused():
-    f = ctypes.pythonapi.PyErr_Occurred
-    f.argtypes, f.restype = [], ctypes.c_void_p
-    with pytest.raises(DeclarationError, match="Python C API"):
-        tensorffi.from_ctypes({"PyErr_Occurred": f})
+@pytest.fixture(scope="module")
+def pyapi_so(tmp_path_factory):
+    import sysconfig
+
+    d = tmp_path_factory.mktemp("pyapi")
+    (d / "p.c").write_text(PYAPI)
+    out = d / "p.so"
+    subprocess.run(["gcc", "-O1", "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}", str(d / "p.c"),
+                    "-o", str(out)], check=True)
+    return str(out)
+
+
+def _configure(lib):
+    lib.has_gil.argtypes, lib.has_gil.restype = [], c_int
+    lib.checked_sum.argtypes, lib.checked_sum.restype = [POINTER(c_double), ctypes.c_long], c_double
+    lib.gil_word.argtypes, lib.gil_word.restype = [], ctypes.c_char_p
+    return lib
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_pydll_functions_keep_the_gil(pyapi_so, rng, kind):
+    """On 36e677b: SIGSEGV in PyErr_Occurred (called with the GIL released)."""
+    lib = tensorffi.from_ctypes(_configure(ctypes.PyDLL(pyapi_so)))
+    assert lib.has_gil() == 1
+    assert lib.gil_word() == "held"
+    x = rng.standard_normal(int(rng.integers(1, 500)))
+    arg = torch.from_numpy(x) if kind == "torch" else x
+    for _ in range(3):  # the first call and the next ones (the native call path)
+        assert lib.checked_sum(arg, len(x)) == pytest.approx(float(np.sum(x)), rel=1e-12)
+    with pytest.raises(ShapeError, match="holds"):
+        lib.checked_sum(arg, len(x) + 5)  # still checked
+
+
+def test_cdll_functions_release_the_gil(pyapi_so):
+    lib = tensorffi.from_ctypes(_configure(ctypes.CDLL(pyapi_so)), names={"checked_sum": "x, n"})
+    assert lib.has_gil() == 0 and lib.gil_word() == "released"
+
+
+def test_pythonapi_functions_are_called_with_the_gil():
+    f = ctypes.pythonapi.PyGILState_Check
+    f.argtypes, f.restype = [], c_int
+    lib = tensorffi.from_ctypes({"PyGILState_Check": f})
+    assert lib.PyGILState_Check() == 1
 
 
 # --------------------------------------------------------------------------- #
