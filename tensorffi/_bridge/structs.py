@@ -75,8 +75,8 @@ class Struct:
     def check_storages(self) -> None:
         """Re-check that every tensor the struct points to is still held by its storage."""
         for name, p in self._keep.items():
-            if isinstance(p, Prepared) and isinstance(p.owner, T.Tensor):
-                _check_storage(p.owner, f"{_label(self._type)}: field '{name}'")
+            if type(p) is Prepared and p.kind == "torch":
+                _check_storage(p.owner, f"struct {self._type}: field '{name}'")
             elif isinstance(p, Struct):
                 p.check_storages()
 
@@ -194,126 +194,133 @@ def _check_fields(ffi: Any, sf: StructFields, cdata: Any, keep: dict[str, Any], 
     """The pointer fields of the struct at ``cdata`` (kept arrays in ``keep``) against
     the rules ``sf`` (see :func:`tensorffi.plan.struct_fields`); raises before C runs.
     A pointer the struct did not set (an init function stored it) cannot be measured:
-    ``told(field, text)`` says so (once per bound function and field)."""
+    ``told(field, text)`` says so (once per bound function and field). Messages are
+    made only when something is wrong: a call that passes costs a few attribute reads
+    per field."""
+    label = _label(sf.type_name)
     facts: dict[str, tuple[tuple[int, ...], int]] = {}  # field -> (its array's shape, nbytes)
     unmeasured: set[str] = set()  # pointers the struct did not set: C's to answer for
     for r in sf.rules:
-        W = f"{where}: {_label(sf.type_name)} field '{r.name}'"
         kept = keep.get(r.name)
         addr = int(ffi.cast("intptr_t", getattr(cdata, r.name)))
-        if isinstance(kept, Prepared):
-            now = _current_address(kept.owner)
+        if type(kept) is Prepared:
             if addr != kept.addr:
                 if addr:  # C (an init function) or .cdata stored another pointer: C's business, said once
                     unmeasured.add(r.name)
-                    told(r.name, f"{W} no longer points to the array assigned to it (C stored another pointer "
-                                 f"there, or it was set through .cdata): the bridge cannot check its length. Assign "
-                                 f"arrays through the struct (s.{r.name} = x) to have them checked")
+                    told(r.name, f"{where}: {label} field '{r.name}' no longer points to the array assigned to it "
+                                 f"(C stored another pointer there, or it was set through .cdata): the bridge cannot "
+                                 f"check its length. Assign arrays through the struct (s.{r.name} = x) to have them "
+                                 f"checked")
                 continue  # NULL now: checked as NULL below
-            if now != kept.addr:
+            owner = kept.owner
+            if _current_address(owner) != addr:
                 raise LayoutError(
-                    f"{W}: the array assigned to it has moved (its storage was resized or replaced, e.g. by "
-                    f"resize_() or set_(), after the assignment): the struct still points at the memory it left. "
-                    f"Assign it to the field again, or use a tensorffi.buffer(), whose memory cannot move")
-            facts[r.name] = (tuple(int(n) for n in kept.owner.shape), kept.nbytes)
-        elif addr == 0:
-            pass  # NULL: allowed where C accesses nothing, checked below
-        elif r.shape is not None or r.min_len:
+                    f"{where}: {label} field '{r.name}': the array assigned to it has moved (its storage was resized "
+                    f"or replaced, e.g. by resize_() or set_(), after the assignment): the struct still points at "
+                    f"the memory it left. Assign it to the field again, or use a tensorffi.buffer(), whose memory "
+                    f"cannot move")
+            facts[r.name] = (owner.shape, kept.nbytes)
+        elif addr and (r.shape is not None or r.min_len):
             unmeasured.add(r.name)
-            told(r.name, f"{W} holds a pointer the struct did not set (C stored it, or it was set through .cdata): "
-                         f"the bridge cannot check its length. Assign arrays through the struct (s.{r.name} = x) to "
-                         f"have them checked, or say '{r.name}: unsized' in {sf.type_name}'s contract if no length "
-                         f"applies")
+            told(r.name, f"{where}: {label} field '{r.name}' holds a pointer the struct did not set (C stored it, or "
+                         f"it was set through .cdata): the bridge cannot check its length. Assign arrays through the "
+                         f"struct (s.{r.name} = x) to have them checked, or say '{r.name}: unsized' in "
+                         f"{sf.type_name}'s contract if no length applies")
     values: dict[str, int] = dict(args)
 
     def value(sym: str) -> int:
-        if sym not in values:
-            values[sym] = int(getattr(cdata, sym))  # an integer field (the plan checked the name)
-        return values[sym]
+        v = values.get(sym)
+        if v is None:
+            v = values[sym] = int(getattr(cdata, sym))  # an integer field (the plan checked the name)
+        return v
 
-    def explain(syms: Any) -> str:
-        parts = []
-        for sym in syms:
-            src = "argument" if sym in args else ("from the shape of another field" if sym in bound else "field")
-            parts.append(f"{sym} = {values.get(sym, '?')} ({src})")
-        return ", ".join(parts)
-
-    # free sizes: fixed by the first field whose plain dimension names them
     bound: set[str] = set()
+    if sf.free:  # free sizes: fixed by the first field whose plain dimension names them
+        for r in sf.rules:
+            if r.shape is None or r.name not in facts:
+                continue
+            shape = _seen_shape(r, facts[r.name])
+            if len(shape) != len(r.shape):
+                raise ShapeError(f"{where}: {label} field '{r.name}' is an array of {len(shape)} dimension(s) "
+                                 f"{list(shape)}, but its contract says [{', '.join(map(str, r.shape))}] "
+                                 f"(clause {r.clause!r})")
+            for d, n in zip(r.shape, shape):
+                if d.expr is None and d.factor == 1 and len(d.symbols) == 1 and d.symbols[0] in sf.free \
+                        and d.symbols[0] not in values:
+                    values[d.symbols[0]] = n
+                    bound.add(d.symbols[0])
     for r in sf.rules:
-        if r.shape is None or r.name not in facts:
-            continue
-        shape = _seen_shape(r, facts[r.name])
-        if len(shape) != len(r.shape):
-            raise ShapeError(f"{where}: {_label(sf.type_name)} field '{r.name}' is an array of {len(shape)} "
-                             f"dimension(s) {list(shape)}, but its contract says [{', '.join(map(str, r.shape))}] "
-                             f"(clause {r.clause!r})")
-        for d, n in zip(r.shape, shape):
-            if d.expr is None and d.factor == 1 and len(d.symbols) == 1 and d.symbols[0] in sf.free \
-                    and d.symbols[0] not in values:
-                values[d.symbols[0]] = n
-                bound.add(d.symbols[0])
-    for r in sf.rules:
-        W = f"{where}: {_label(sf.type_name)} field '{r.name}'"
         if r.name in unmeasured:
             continue
+        fact = facts.get(r.name)
         if r.shape is not None:
-            need = [_dim_value(d, value, W, r) for d in r.shape]
-            if r.name in facts:
-                shape = _seen_shape(r, facts[r.name])
+            need = [_dim_value(d, value, f"{where}: {label} field '{r.name}'", r) for d in r.shape]
+            if fact is not None:
+                shape = _seen_shape(r, fact)
                 if list(shape) != need:
-                    syms = [s for d in r.shape for s in d.symbols]
+                    syms = dict.fromkeys(s for d in r.shape for s in d.symbols)
+                    shown = ", ".join(f"{x} = {values.get(x, '?')} ("
+                                      f"{'argument' if x in args else 'from the shape of another field' if x in bound else 'field'})"
+                                      for x in syms)
                     raise ShapeError(
-                        f"{W} holds an array of shape {list(shape)}, but its contract says "
-                        f"[{', '.join(map(str, r.shape))}] = {need}" + (f" ({explain(dict.fromkeys(syms))})" if syms
-                                                                          else "")
+                        f"{where}: {label} field '{r.name}' holds an array of shape {list(shape)}, but its contract "
+                        f"says [{', '.join(map(str, r.shape))}] = {need}" + (f" ({shown})" if shown else "")
                         + f": C would access {_count(need)} {'bytes' if r.dtype == 'any' else 'elements'}"
                         + f" (clause {r.clause!r})")
             elif not r.optional and _count(need) > 0:
                 raise ArgumentTypeError(
-                    f"{W} is NULL, but C accesses {_count(need)} {'bytes' if r.dtype == 'any' else 'elements'} "
-                    f"there ([{', '.join(map(str, r.shape))}] = {need}): assign an array, or say '{r.name}: ?' in "
-                    f"the contract if C accepts NULL")
+                    f"{where}: {label} field '{r.name}' is NULL, but C accesses {_count(need)} "
+                    f"{'bytes' if r.dtype == 'any' else 'elements'} there ([{', '.join(map(str, r.shape))}] = "
+                    f"{need}): assign an array, or say '{r.name}: ?' in the contract if C accepts NULL")
         elif r.min_len:
-            factors = [value(q) for q in r.min_len]
-            if any(f <= 0 for f in factors):
-                continue  # C accesses nothing
-            need_n = _count(factors)
+            need_n = 1
+            for q in r.min_len:
+                f = value(q)
+                if f <= 0:
+                    need_n = 0  # C accesses nothing
+                    break
+                need_n *= f
+            if not need_n:
+                continue
+            if fact is not None:
+                have = fact[1] if r.min_len_bytes else fact[1] // _ITEMSIZE.get(r.dtype, 1)
+                if need_n <= have:
+                    continue
+            elif r.optional:
+                continue
             unit = "bytes" if r.min_len_bytes else "elements"
             names = " * ".join(f"'{q}'" for q in r.min_len)
-            shown = " * ".join(str(f) for f in factors)
-            if r.name in facts:
-                nbytes = facts[r.name][1]
-                have = nbytes if r.min_len_bytes else nbytes // _ITEMSIZE.get(r.dtype, 1)
-                if need_n > have:
-                    raise ShapeError(
-                        f"{W} holds {have} {unit}, but field {names} is {shown}: C would access {need_n} of them "
-                        f"(the rule '{r.name} holds at least {' * '.join(r.min_len)} {unit}' is inferred from the "
-                        f"field names; give '{r.name}: [dims]' or '{r.name}: unsized' in {sf.type_name}'s contract if "
-                        f"it is wrong)")
-            elif not r.optional:
+            shown_v = " * ".join(str(value(q)) for q in r.min_len)
+            if fact is None:
                 raise ArgumentTypeError(
-                    f"{W} is NULL, but field {names} is {shown}: C would access {need_n} {unit} there; assign an "
-                    f"array, or say '{r.name}: ?' in {sf.type_name}'s contract if C accepts NULL")
+                    f"{where}: {label} field '{r.name}' is NULL, but field {names} is {shown_v}: C would access "
+                    f"{need_n} {unit} there; assign an array, or say '{r.name}: ?' in {sf.type_name}'s contract if C "
+                    f"accepts NULL")
+            raise ShapeError(
+                f"{where}: {label} field '{r.name}' holds {have} {unit}, but field {names} is {shown_v}: C would "
+                f"access {need_n} of them (the rule '{r.name} holds at least {' * '.join(r.min_len)} {unit}' is "
+                f"inferred from the field names; give '{r.name}: [dims]' or '{r.name}: unsized' in {sf.type_name}'s "
+                f"contract if it is wrong)")
     for name, inner in sf.nested.items():
         kept = keep.get(name)
         field_value = getattr(cdata, name)
+        inner_where = f"{where}: field '{name}'"
         if isinstance(kept, Struct):
             if isinstance(field_value, ffi.CData) and ffi.typeof(field_value).kind == "pointer":
                 if field_value != kept._cdata:
                     if field_value != ffi.NULL:
-                        told(name, f"{where}: {_label(sf.type_name)} field '{name}' no longer points to the struct "
-                                   f"assigned to it (C stored another, or it was set through .cdata): its fields "
-                                   f"cannot be checked; assign it again to have them checked")
+                        told(name, f"{where}: {label} field '{name}' no longer points to the struct assigned to it "
+                                   f"(C stored another, or it was set through .cdata): its fields cannot be checked; "
+                                   f"assign it again to have them checked")
                     continue
-                _check_fields(ffi, inner, kept._cdata, kept._keep, f"{where}: field '{name}'", {}, told)
+                _check_fields(ffi, inner, kept._cdata, kept._keep, inner_where, {}, told)
             else:  # embedded by value: what C sees is the copy in this struct
-                _check_fields(ffi, inner, field_value, kept._keep, f"{where}: field '{name}'", {}, told)
+                _check_fields(ffi, inner, field_value, kept._keep, inner_where, {}, told)
         elif ffi.typeof(field_value).kind != "pointer":
-            _check_fields(ffi, inner, field_value, {}, f"{where}: field '{name}'", {}, told)
+            _check_fields(ffi, inner, field_value, {}, inner_where, {}, told)
         elif field_value != ffi.NULL:
-            told(name, f"{where}: {_label(sf.type_name)} field '{name}' points to a struct the bridge did not set (C "
-                       f"stored it, or it was set through .cdata): its fields cannot be checked; assign a "
+            told(name, f"{where}: {label} field '{name}' points to a struct the bridge did not set (C stored it, or "
+                       f"it was set through .cdata): its fields cannot be checked; assign a "
                        f"lib.struct({inner.type_name!r}, ...) to have them checked")
 
 
@@ -326,7 +333,7 @@ def _seen_shape(r: FieldRule, fact: tuple[tuple[int, ...], int]) -> tuple[int, .
         if r.dtype == "any":
             return (nbytes,)
         return (_count(list(shape)),)
-    return shape
+    return tuple(int(n) for n in shape)
 
 
 def _count(dims: list[int]) -> int:
