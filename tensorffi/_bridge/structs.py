@@ -178,8 +178,42 @@ def field_checker(ffi: Any, sf: StructFields, where: str) -> Callable[..., None]
             level, frame = level + 1, frame.f_back  # type: ignore[assignment]
         warnings.warn(UncheckedWarning(text), stacklevel=level)
 
+    # the common struct (lengths inferred from its fields, nothing nested, no shapes): a
+    # loop over plain tuples; anything it does not see as fine goes to _check_fields,
+    # which raises or says what is wrong
+    simple = None
+    if not sf.nested and not sf.free and not sf.args and all(r.shape is None for r in sf.rules):
+        simple = tuple((r.name, r.min_len, 1 if r.min_len_bytes else _ITEMSIZE.get(r.dtype, 1), r.optional)
+                       for r in sf.rules if r.min_len)
+    cast = ffi.cast
+
+    def fine(cdata: Any, keep: dict[str, Any]) -> bool:
+        for name, lens, size, optional in simple:  # type: ignore[union-attr]
+            kept = keep.get(name)
+            need = 1
+            for q in lens:
+                n = getattr(cdata, q)
+                if n <= 0:
+                    need = 0
+                    break
+                need *= n
+            if type(kept) is not Prepared:
+                if need and not (kept is None and optional):
+                    return False
+                continue
+            addr = int(cast("intptr_t", getattr(cdata, name)))
+            owner = kept.owner
+            if addr != kept.addr or (owner.data_ptr() if kept.kind == "torch" else
+                                     owner.__array_interface__["data"][0]) != addr:
+                return False
+            if need and need > owner.nbytes // size:
+                return False
+        return True
+
     def check(value: Any, *args: Any) -> None:
-        if isinstance(value, Struct):
+        if type(value) is Struct or isinstance(value, Struct):
+            if simple is not None and fine(value._cdata, value._keep):
+                return
             _check_fields(ffi, sf, value._cdata, value._keep, where, dict(zip(sf.args, args)), told)
         elif isinstance(value, ffi.CData) and value != ffi.NULL:
             told("", f"{where} is a raw cffi pointer to {sf.type_name}: the bridge cannot check what its pointer "
