@@ -551,7 +551,12 @@ def parse_contract(text: str | None) -> Contract:
             param, expr = m.groups()
             expr = expr.strip()
             nm = re.fullmatch(rf"numel\(\s*({_IDENT})\s*\)", expr)
-            fill = Fill(param, numel_of=nm.group(1), clause=clause) if nm else Fill(param, dim=_parse_dim(expr, where), clause=clause)
+            if nm:
+                fill = Fill(param, numel_of=nm.group(1), clause=clause)
+            elif expr.isdigit():  # a constant: the plan checks it against the parameter's C type
+                fill = Fill(param, dim=Dim((), int(expr)), clause=clause)
+            else:
+                fill = Fill(param, dim=_parse_dim(expr, where), clause=clause)
             if param in contract.fills:
                 raise ContractError(f"{where}: {param!r} is filled in twice")
             contract.fills[param] = fill
