@@ -511,16 +511,17 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "struct-min-len-off",
         "tensorffi/_bridge/structs.py",
-        "                if need_n > have:",
-        "                if need_n > have + 8:",
+        "            if need and need > owner.nbytes // size:",
+        "            if need and need > owner.nbytes // size + 8:",
         "C writes past a struct's array: data of 4 floats with n = 12 reaches C (heap overwrite)",
         ("tests/test_struct_contracts.py", "-k", "inferred or length"),
     ),
     Mutant(
         "struct-moved-memory-unseen",
         "tensorffi/_bridge/structs.py",
-        "            if now != kept.addr:",
-        "            if False:",
+        "            if addr != kept.addr or (owner.data_ptr() if kept.kind == \"torch\" else\n"
+        "                                     owner.__array_interface__[\"data\"][0]) != addr:",
+        "            if addr != kept.addr:",
         "a tensor resized after its assignment to a struct field: C reads the freed memory",
         ("tests/test_struct_contracts.py", "-k", "moved or resized"),
     ),
