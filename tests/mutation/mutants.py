@@ -56,8 +56,12 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "ndarray-copy-not-kept-alive",
         "tensorffi/_bridge/arrays.py",
-        '        a = np.array(a, order="C", copy=True)\n    return Prepared(_numpy_address(a), a, a.shape, "numpy", None, storage)',
-        '        c = np.array(a, order="C", copy=True)\n    return Prepared(_numpy_address(c), a, c.shape, "numpy", None, storage)',
+        '            a = np.array(a, order="C", copy=True)\n        except MemoryError as exc:\n'
+        '            raise _copy_failed(where, tuple(a.shape), a.itemsize, exc) from None\n'
+        '    return Prepared(_numpy_address(a), a, a.shape, "numpy", None, storage)',
+        '            c = np.array(a, order="C", copy=True)\n        except MemoryError as exc:\n'
+        '            raise _copy_failed(where, tuple(a.shape), a.itemsize, exc) from None\n'
+        '    return Prepared(_numpy_address(c), a, c.shape, "numpy", None, storage)',
         "C reads freed memory: the contiguous copy of a non-contiguous NumPy input dies before the call",
         (REGRESSIONS + "::test_noncontiguous_numpy_copy_stays_alive_during_the_call",),
         "lead",
