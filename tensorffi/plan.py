@@ -748,6 +748,11 @@ def _infer_lengths(params: list[Param], contract: Contract) -> None:
                 q.min_len, q.min_len_bytes = before[0], bool(_BYTES_NAME.fullmatch(before[0][0]))
 
 
+def struct_label(type_name: str) -> str:
+    """``struct job`` for ``job`` and for ``struct job`` alike (in messages)."""
+    return type_name if type_name.startswith(("struct ", "union ")) else "struct " + type_name
+
+
 def _type_contract(contracts: Any, structs: Any, type_name: str) -> FieldContract | None:
     """The library's contract of struct ``type_name``, under its typedef or its tag."""
     if not contracts:
@@ -808,7 +813,7 @@ def struct_fields(
     base = _type_contract(contracts, structs, type_name) or FieldContract()
     spec = base.merged(over)
     by = {f.name: f for f in fields}
-    where_t = type_name if type_name.startswith(("struct ", "union ")) else f"struct {type_name}"
+    where_t = struct_label(type_name)
     for name in sorted(set(spec.arrays) | spec.unsized):
         clause = spec.arrays[name].clause if name in spec.arrays else f"{name}: unsized"
         f = by.get(name)

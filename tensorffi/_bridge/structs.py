@@ -13,8 +13,8 @@ from .._torch import T, is_dtype
 from ..contract import Dim, eval_dim
 from ..errors import ArgumentOverflowError, ArgumentTypeError, LayoutError, ShapeError, UncheckedWarning
 from ..handles import Handle
-from ..plan import FieldRule, StructFields, _int_range
-from .arrays import Prepared, _check_storage, _describe, _ndarray, prepare_array, strided
+from ..plan import FieldRule, StructFields, _int_range, struct_label as _label
+from .arrays import ITEMSIZE, Prepared, _check_storage, _describe, _ndarray, prepare_array, strided
 from .scalars import _checked_float, _checked_int
 
 if TYPE_CHECKING:
@@ -144,15 +144,6 @@ class Struct:
 # What a struct's pointer fields hold, checked at every call                   #
 # --------------------------------------------------------------------------- #
 
-_ITEMSIZE = {"float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4,
-             "int64": 8, "uint64": 8, "complex64": 8, "complex128": 16, "any": 1, "float16": 2, "bfloat16": 2,
-             "bool": 1}
-
-
-def _label(type_name: str) -> str:
-    """``struct job`` for ``job`` and for ``struct job`` alike."""
-    return type_name if type_name.startswith(("struct ", "union ")) else "struct " + type_name
-
 
 def _current_address(owner: Any) -> int:
     """Where an array's memory is now (a tensor's storage may have been resized or
@@ -183,7 +174,7 @@ def field_checker(ffi: Any, sf: StructFields, where: str) -> Callable[..., None]
     # which raises or says what is wrong
     simple = None
     if not sf.nested and not sf.free and not sf.args and all(r.shape is None for r in sf.rules):
-        simple = tuple((r.name, r.min_len, 1 if r.min_len_bytes else _ITEMSIZE.get(r.dtype, 1), r.optional)
+        simple = tuple((r.name, r.min_len, 1 if r.min_len_bytes else ITEMSIZE.get(r.dtype, 1), r.optional)
                        for r in sf.rules if r.min_len)
     cast = ffi.cast
 
@@ -317,7 +308,7 @@ def _check_fields(ffi: Any, sf: StructFields, cdata: Any, keep: dict[str, Any], 
             if not need_n:
                 continue
             if fact is not None:
-                have = fact[1] if r.min_len_bytes else fact[1] // _ITEMSIZE.get(r.dtype, 1)
+                have = fact[1] if r.min_len_bytes else fact[1] // ITEMSIZE.get(r.dtype, 1)
                 if need_n <= have:
                     continue
             elif r.optional:
