@@ -61,7 +61,7 @@ from typing import Any, Callable, Iterable, Mapping, cast
 
 import cffi
 
-from ._decl import parse_declarations
+from ._decl import _SIZED, C_KEYWORDS, parse_declarations
 from ._shims import abi_shim_cdef, has_array_params
 from .errors import ArgumentTypeError, DeclarationError, ShapeError
 from .library import Library, check_contracts
@@ -93,18 +93,15 @@ _REFUSED = {
 _FuncBase: type[Any] = ctypes.CFUNCTYPE(None).__mro__[1]  # _ctypes.CFuncPtr: every ctypes function and function pointer
 
 
-#: C keywords and the names cffi's parser reserves: not usable as a field or parameter name
-_C_RESERVED = frozenset("""auto break case char const continue default do double else enum extern float for goto
-if inline int long register restrict return short signed sizeof static struct switch typedef union unsigned void
-volatile while _Bool _Complex _Imaginary bool""".split())
+#: names C (and so the declaration written for cffi) cannot use for a field or parameter
+_C_RESERVED = C_KEYWORDS | {"bool", "_Imaginary"}
 _IDENT = re.compile(r"[A-Za-z_]\w*\Z")
 
 #: numpy.ctypeslib.ndpointer's flags (NumPy's NPY_ARRAY_* bits)
 _NP_C, _NP_F, _NP_OWNDATA, _NP_ALIGNED, _NP_WRITEABLE = 0x1, 0x2, 0x4, 0x100, 0x400
-#: NumPy dtype -> C element type, for ndpointer argtypes
-_NP_C_TYPES = {"float32": "float", "float64": "double", "int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t",
-               "uint16": "uint16_t", "int32": "int32_t", "uint32": "uint32_t", "int64": "int64_t",
-               "uint64": "uint64_t", "complex64": "float _Complex", "complex128": "double _Complex", "bool": "_Bool"}
+#: NumPy dtype -> C element type, for ndpointer argtypes (the declarations' own table, inverted)
+_NP_C_TYPES = {**{dtype: ctype for ctype, dtype in _SIZED.items()}, "float32": "float", "float64": "double",
+               "complex64": "float _Complex", "complex128": "double _Complex", "bool": "_Bool"}
 
 
 def _c_name(name: Any, what: str) -> str:
