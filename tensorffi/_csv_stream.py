@@ -87,27 +87,32 @@ class _Snapshot:
         return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, os.pread(fd, k, 0),
                    os.pread(fd, k, st.st_size - k))
 
-    def check(self, fd: int, name: str, fn: str, at: int = -1, *, same_file: bool = True) -> int:
-        """Raise :class:`~tensorffi.errors.NativeIOError` if the file open as ``fd`` no
-        longer holds the snapshot's bytes; else return how many bytes were appended.
-        ``at``: where the reader is (for the message); ``same_file``: ``fd`` was opened
-        with the snapshot (a replaced path cannot be seen through it)."""
+    def holds(self, fd: int, size: int) -> bool:
+        """Whether the file open as ``fd``, now ``size`` bytes, still starts with the
+        snapshot's first bytes and, if it is not shorter, has its last ones in place."""
+        n = min(len(self.head), size)
+        if os.pread(fd, n, 0) != self.head[:n]:
+            return False
+        t = len(self.tail)
+        return size < self.size or os.pread(fd, t, self.size - t) == self.tail
+
+    def check(self, fd: int, name: str, fn: str) -> int:
+        """Raise :class:`~tensorffi.errors.NativeIOError` if the file at the path, open
+        as ``fd``, is not the snapshot's any more (replaced, truncated, rewritten); else
+        return how many bytes were appended."""
         st = os.fstat(fd)
-        if not same_file and (st.st_dev, st.st_ino) != (self.dev, self.ino):
+        if (st.st_dev, st.st_ino) != (self.dev, self.ino):
             raise NativeIOError(f"{name}: the file was replaced (another file is at the path now, inode {st.st_ino} "
                                 f"where it was {self.ino}) [TF_EIO]", -9, fn)
         if st.st_size == self.size and st.st_mtime_ns == self.mtime_ns:
             return 0
-        where = f" (the reader was at byte {at})" if at >= 0 else ""
         if st.st_size < self.size:
             raise NativeIOError(f"{name}: the file was truncated while it was read: it now ends at byte "
-                                f"{st.st_size}, but it had {self.size} bytes when it was opened{where} [TF_EIO]",
-                                -9, fn)
-        k = len(self.tail)
-        if os.pread(fd, len(self.head), 0) != self.head or os.pread(fd, k, self.size - k) != self.tail:
+                                f"{st.st_size}, but it had {self.size} bytes when it was opened [TF_EIO]", -9, fn)
+        if not self.holds(fd, st.st_size):
             raise NativeIOError(f"{name}: the file was rewritten while it was read (its first or last bytes of "
                                 f"the {self.size} it had when it was opened changed: truncated and written again, "
-                                f"as logrotate's copytruncate does){where} [TF_EIO]", -9, fn)
+                                f"as logrotate's copytruncate does) [TF_EIO]", -9, fn)
         return st.st_size - self.size
 
 
@@ -392,13 +397,8 @@ class _FileBlocks(_Blocks):
             return
         if st.st_size < at:
             return  # below the reader: the next read finds the end, and says so
-        n = min(len(snap.head), st.st_size)
         k = len(self.resume)
-        same = os.pread(fd, n, 0) == snap.head[:n] and (not k or os.pread(fd, k, at - k) == self.resume)
-        if same and st.st_size >= snap.size:
-            t = len(snap.tail)
-            same = os.pread(fd, t, snap.size - t) == snap.tail
-        if not same:
+        if not (snap.holds(fd, st.st_size) and (not k or os.pread(fd, k, at - k) == self.resume)):
             raise NativeIOError(f"{self.name}: the file was rewritten while it was read (bytes it had when it was "
                                 f"opened, {snap.size} then, changed: truncated and written again, as logrotate's "
                                 f"copytruncate does; the reader was at byte {at}) [TF_EIO]", -9, "iter_csv")
@@ -957,7 +957,7 @@ class _CSVDatasetImpl:
         snap = self._snapshot
         try:
             if snap is not None:
-                grew = snap.check(f.fileno(), self.path, "CSVDataset", same_file=False)
+                grew = snap.check(f.fileno(), self.path, "CSVDataset")
                 if grew:
                     warnings.warn(FileChangedWarning(
                         f"{self.path}: the file grew by {grew} bytes after the CSVDataset took its snapshot: its "
