@@ -676,7 +676,7 @@ def _obtain(recipe: Recipe, files: Mapping[str, bytes], root: Path, *, from_disk
         manifest, deps = found
         key = manifest["module"]
         try:
-            with _cache.locked_if_possible(root, key):  # checked and loaded before any `cache clear` removes it
+            with _cache.locked(root, key, required=False):  # checked and loaded before any `cache clear` removes it
                 so = _verified(root, key)
                 if so is None:
                     raise ImportError("its file is not the module that was built (sha256 differs)")
@@ -737,7 +737,7 @@ def _build_into(root: Path, recipe: Recipe, recipe_key: str, files: Mapping[str,
     t0 = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="tmp.", dir=root))
     so = None
-    module_lock: Any = None
+    held = contextlib.ExitStack()  # the module's lock, once its name is known
     try:
         built = build(recipe, work, lambda deps, system: _module_name(recipe.name, recipe_key, deps, system), files)
         key = built.modname
@@ -745,8 +745,7 @@ def _build_into(root: Path, recipe: Recipe, recipe_key: str, files: Mapping[str,
         so = root / (key + ".so")
         # written, indexed and (by `load`) loaded under the module's lock: another process's
         # `cache clear` removes modules under that lock, so never between these steps
-        module_lock = _cache.locked(root, key)
-        module_lock.__enter__()
+        held.enter_context(_cache.locked(root, key))
         os.replace(built.path, so)
         manifest = dict(
             name=recipe.name,
@@ -770,15 +769,12 @@ def _build_into(root: Path, recipe: Recipe, recipe_key: str, files: Mapping[str,
         if load is not None and loaded is not None:
             loaded.append(load(key, so))
     except OSError:
-        if module_lock is not None:
-            module_lock.__exit__(None, None, None)
-            module_lock = None
+        held.close()  # remove_module takes the module's lock itself
         if so is not None:  # a full disk: no module without its manifest left behind
             _cache.remove_module(root, so.stem)
         raise
     finally:
-        if module_lock is not None:
-            module_lock.__exit__(None, None, None)
+        held.close()
         shutil.rmtree(work, ignore_errors=True)
     _cache.prune(root, keep=key)
     if verbose:

@@ -186,23 +186,15 @@ def subdir(root: Path, name: str) -> Path:
 
 
 @contextlib.contextmanager
-def locked(root: Path, name: str) -> Iterator[None]:
-    """An exclusive lock on ``name`` in this cache (threads and processes)."""
-    with open(subdir(root, "locks") / (name + ".lock"), "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-@contextlib.contextmanager
-def locked_if_possible(root: Path, name: str) -> Iterator[None]:
-    """:func:`locked`, where the cache can hold a lock file; in a read-only cache, where
-    nothing is built or removed, without one."""
+def locked(root: Path, name: str, *, required: bool = True) -> Iterator[None]:
+    """An exclusive lock on ``name`` in this cache (threads and processes).
+    ``required=False``: where no lock file can be made (a read-only cache, where
+    nothing is built or removed), go on without one."""
     try:
         f = open(subdir(root, "locks") / (name + ".lock"), "a")
     except OSError:
+        if required:
+            raise
         yield
         return
     with f:
@@ -295,7 +287,7 @@ def remove_module(root: Path, stem: str) -> None:
     module), under the module's lock: never between another process's check of the
     module and its load (tensorffi.byo loads under the same lock). A process that
     already loaded it keeps its mapping."""
-    with locked_if_possible(root, stem):
+    with locked(root, stem, required=False):
         for suffix in (".json", ".so"):
             with contextlib.suppress(OSError):
                 os.unlink(root / (stem + suffix))
