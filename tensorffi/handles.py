@@ -445,18 +445,14 @@ def _buffer_args(shape: Any, dtype: Any, pin: Any, like: Any) -> tuple[tuple[int
             raise AllocationError(f"tensorffi.buffer: shape {shape!r} holds {n}, more than any machine can map")
         out.append(n)
     torch_dtype: Any = None
-    torch = loaded()
     if isinstance(dtype, str) and like == "torch":
         try:
             np.dtype(dtype)
-        except TypeError:  # a name only torch knows ("bfloat16", "float8_e4m3fn")
-            import torch as torch  # noqa: PLW0127 (like="torch": torch is used anyway)
-
-            named = getattr(torch, dtype.removeprefix("torch."), None)
-            if isinstance(named, torch.dtype):
+        except TypeError:  # a name only torch knows ("bfloat16", "float8_e4m3fn"): like="torch" imports it anyway
+            named = getattr(T, dtype.removeprefix("torch."), None)
+            if isinstance(named, T.dtype):
                 dtype = named
-    if torch is None:
-        torch = loaded()
+    torch = loaded()  # a torch dtype can only come from an imported torch
     if torch is not None and isinstance(dtype, torch.dtype):
         torch_dtype = dtype
         if dtype.is_complex and dtype not in (torch.complex64, torch.complex128):
