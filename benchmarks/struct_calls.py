@@ -13,7 +13,12 @@ int64_t n; } span`` (``compile()``d; 64 floats), called:
   (the field is checked at each call: its array still where it was assigned, 64
   elements for n = 64), and a struct made for each call;
 * raw cffi on the same function: ``ffi.new("span *")`` filled once (unchecked);
-* ctypes on the same ``.so``: a ``Structure`` made once, ``byref`` (unchecked).
+* ctypes on the same ``.so``: a ``Structure`` made once, ``byref`` (unchecked);
+* tensorffi and ctypes each alternating with a torch op on the same tensor
+  (``t.mul_(1.0)``, as in a training loop), the op's time included in both.
+
+``--fresh`` also times the first three calls in fresh processes (the module cached,
+the library bound in that process: what a script's first calls cost).
 
 Samples alternate between the contenders (a sample is a batch of calls lasting about
 a millisecond, timed as one); the table gives medians per call and each peer's time
@@ -70,6 +75,7 @@ def per_call(fn: Callable[[], Any], target: float = 1e-3) -> Callable[[], float]
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--fresh", action="store_true", help="also time the first calls of fresh processes")
     args = ap.parse_args()
     samples = 15 if args.quick else 61
     lib = tensorffi.compile("bench_struct_calls", source=SOURCE)
@@ -97,6 +103,8 @@ def main() -> None:
         "tensorffi, a struct made for each call": lambda: lib.span_sum(lib.struct("span", data=t, n=64)),
         "raw cffi, ffi.new struct (unchecked)": lambda: raw.span_sum(cs),
         "ctypes, Structure by reference (unchecked)": lambda: so.span_sum(ctypes.byref(cspan)),
+        "tensorffi after t.mul_(1.0)": lambda: (t.mul_(1.0), lib.span_sum(s)),
+        "ctypes after t.mul_(1.0)": lambda: (t.mul_(1.0), so.span_sum(ctypes.byref(cspan))),
     }
     timers = {k: per_call(v) for k, v in cases.items()}
     got: dict[str, list[float]] = {k: [] for k in cases}
@@ -110,6 +118,36 @@ def main() -> None:
     print(f"{'case':52s} {'median':>10s} {'/ tensorffi once':>17s}")
     for k, v in med.items():
         print(f"{k:52s} {v * 1e6:8.2f} µs {v / base:16.2f}x")
+    if args.fresh:
+        fresh()
+
+
+FIRST_CALLS = r"""
+import time, torch, tensorffi
+src = %r
+t0 = time.perf_counter()
+lib = tensorffi.compile("bench_struct_calls", source=src)
+t1 = time.perf_counter()
+t = torch.rand(64)
+s = lib.struct("span", data=t, n=64)
+times = []
+for _ in range(3):
+    a = time.perf_counter(); lib.span_sum(s); times.append(time.perf_counter() - a)
+print(t1 - t0, *times)
+"""
+
+
+def fresh(runs: int = 5) -> None:
+    import subprocess
+
+    rows = []
+    for _ in range(runs):
+        out = subprocess.run([sys.executable, "-c", FIRST_CALLS % SOURCE], capture_output=True, text=True, check=True,
+                             cwd=os.path.dirname(_HERE))
+        rows.append([float(v) for v in out.stdout.split()])
+    med = [statistics.median(r[i] for r in rows) for i in range(4)]
+    print(f"fresh process ({runs} runs, medians): compile() of the cached module {med[0] * 1e3:.1f} ms; "
+          f"calls 1-3 {med[1] * 1e6:.0f} / {med[2] * 1e6:.0f} / {med[3] * 1e6:.0f} µs")
 
 
 if __name__ == "__main__":

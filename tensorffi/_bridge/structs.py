@@ -194,8 +194,7 @@ def field_checker(ffi: Any, sf: StructFields, where: str) -> Callable[..., None]
                 continue
             addr = int(cast("intptr_t", getattr(cdata, name)))
             owner = kept.owner
-            if addr != kept.addr or (owner.data_ptr() if kept.kind == "torch" else
-                                     owner.__array_interface__["data"][0]) != addr:
+            if addr != kept.addr or _current_address(owner) != addr:
                 return False
             if need and need > owner.nbytes // size:
                 return False
