@@ -83,6 +83,8 @@ class Built:
     seconds: dict[str, float]
     warnings: str = ""  # what the compiler warned about in the user's files (it built)
     skipped: list[str] = field(default_factory=list)  # a header's declarations cffi cannot express (left out)
+    # C++ functions of the user's files defined without extern "C" (not bound): [name, signature, symbol, file]
+    cxx_only: list[list[str]] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- #
@@ -212,6 +214,14 @@ class _Job:
     def wait(self) -> tuple[int, str]:
         out, _ = self.proc.communicate()
         return self.proc.returncode, out.decode("utf-8", "replace")
+
+
+def _stop(jobs: list[_Job]) -> None:
+    """End compiler processes whose work a refusal made moot (none is left running)."""
+    for job in jobs:
+        if job.proc.poll() is None:
+            job.proc.kill()
+        job.proc.communicate()
 
 
 def _start(argv: list[str], cwd: Path, what: str) -> _Job:
@@ -432,6 +442,12 @@ def build(
         exported = _unique([s for st in scans for s in st if s.user and s.kind == "function" and not s.static])
         if not exported:
             where = ", ".join(n for _, n in units) or "no file"
+            mangled = _cxx_only_of_units(workdir, units, cxx_unit, cxx + cxx_flags, set())
+            if mangled:
+                raise DeclarationError(
+                    f"{where}: defines no function with C linkage to bind: {_cxx_only_text(mangled)}",
+                    file=mangled[0][3],
+                )
             raise DeclarationError(
                 f"{where}: defines no function with external linkage to bind (static functions are private to their file)",
                 file=units[0][1] if units else "",
@@ -529,11 +545,13 @@ def build(
     except Exception as exc:  # cffi.CDefError, cffi.FFIError
         from ._decl import declaration_error
 
+        _stop(compile_jobs)
         raise declaration_error(str(exc), cdef) from None
     wrapper = workdir / ("module.cpp" if wrapper_cxx else "module.c")
     try:
         recompiler.make_c_source(ffi, modname, preamble + "\n" + "\n".join(d for _, d in shims) + "\n", str(wrapper))
     except Exception as exc:  # cffi's TypeError, VerificationError: what the declarations cannot say to cffi
+        _stop(compile_jobs)
         raise DeclarationError(f"{recipe.header or recipe.name}: cffi cannot bind these declarations: {exc}",
                                file=recipe.header or "<cdef>") from None
     isystem = [a for p in _python_include() for a in ("-isystem", p)]
@@ -579,11 +597,12 @@ def build(
     link += list(recipe.extra_link_args) + shlex.split(os.environ.get("LDFLAGS", ""))
     rc, out = _start(link, workdir, "link").wait()
     if rc != 0:
-        raise BuildError(f"linking {recipe.name} failed:\n{clean(out).strip()}", clean(out))
-    _check_symbols(so, decls, recipe, [n for _, n in units])
+        raise BuildError(_link_failure(recipe, clean(out).strip()), clean(out))
+    cxx_only = _cxx_only_of_units(workdir, units, cxx_unit, None, set(decls.functions)) if any(cxx_unit) else []
+    _check_symbols(so, decls, recipe, units, workdir, cxx_only)
     timing["link"] = time.perf_counter() - t0 - timing["preprocess"] - timing["scan"] - timing["compile"]
 
-    return Built(so, modname, deps, system, cdef, timing, "\n".join(w.strip() for w in warned), skipped)
+    return Built(so, modname, deps, system, cdef, timing, "\n".join(w.strip() for w in warned), skipped, cxx_only)
 
 
 # --------------------------------------------------------------------------- #
@@ -1030,23 +1049,150 @@ def _wrapper_failure(output: str) -> str:
     )
 
 
-def _check_symbols(so: Path, decls: Declarations, recipe: Recipe, units: list[str]) -> None:
+def _global_symbols(obj: Path, *, undefined: bool = False) -> list[tuple[str, str]]:
+    """``(symbol, kind)`` of an object file's external symbols as ``nm`` lists them
+    (its defined ones, or with ``undefined`` the ones it uses from elsewhere); empty
+    where there is no ``nm`` (binutils, installed beside gcc)."""
+    nm = shutil.which(os.environ.get("NM", "nm"))
+    if nm is None or not obj.exists():
+        return []
+    argv = [nm, "-g", "-p", "-P", "-u" if undefined else "--defined-only", str(obj)]
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    found = []
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            found.append((parts[0], parts[1]))
+    return found
+
+
+def _demangle(symbols: list[str]) -> list[str]:
+    """C++ symbols as C++ spells them (``_Z5scalePfif`` -> ``scale(float*, int, float)``),
+    through ``c++filt``; each symbol itself where it is not C++ or there is no c++filt."""
+    tool = shutil.which("c++filt")
+    if tool is None or not symbols:
+        return list(symbols)
+    try:
+        out = subprocess.run([tool], input="\n".join(symbols) + "\n", capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return list(symbols)
+    names = out.splitlines()
+    return names if len(names) == len(symbols) else list(symbols)
+
+
+def _free_function_name(signature: str) -> str | None:
+    """``scale`` of ``scale(float*, int, float)``: a function of the global namespace,
+    callable from C had it C linkage; None for methods, namespaced functions,
+    templates and operators."""
+    head = signature.split("(", 1)[0]
+    if "(" not in signature or "::" in head or "<" in head or " " in head or not head.isidentifier():
+        return None
+    return None if head.startswith("operator") else head
+
+
+def _cxx_only_of_units(workdir: Path, units: list[tuple[str, str]], cxx_unit: list[bool], compile_with: list[str] | None,
+                       declared: set[str]) -> list[list[str]]:
+    """``[name, signature, symbol, file]`` of each function a C++ file of the user's
+    defines with C++ linkage (a mangled symbol) in the global namespace and that the
+    declarations do not bind: C cannot call it by its name, so it is not bound, and
+    these entries say so. ``compile_with``: compile the preprocessed units first
+    (before the build compiles them)."""
+    found: list[list[str]] = []
+    for k, (_, shown) in enumerate(units):
+        if not cxx_unit[k]:
+            continue
+        obj = workdir / f"u{k}.o"
+        if compile_with is not None:
+            probe = workdir / f"u{k}.probe.o"
+            rc, _ = _start(compile_with + ["-c", "-x", "c++-cpp-output", f"u{k}.i", "-o", probe.name], workdir, shown).wait()
+            if rc != 0:
+                continue
+            obj = probe
+        mangled = [sym for sym, kind in _global_symbols(obj) if kind == "T" and sym.startswith("_Z")]
+        for sym, signature in zip(mangled, _demangle(mangled)):
+            name = _free_function_name(signature)
+            if name is not None and name not in declared:
+                found.append([name, signature, sym, shown])
+    return found
+
+
+def _cxx_only_text(entries: list[list[str]]) -> str:
+    """What the C++ functions without C linkage are, and the fix."""
+    shown = "; ".join(f"{sig} (symbol {sym}, {file})" for _, sig, sym, file in entries[:8])
+    more = f" and {len(entries) - 8} more" if len(entries) > 8 else ""
+    return (f"C++ function(s) defined without extern \"C\": {shown}{more}. C++ gives them mangled symbols that C "
+            f"cannot call by name: write extern \"C\" before each definition (or wrap them in extern \"C\" {{ ... }}) "
+            f"to bind them; a helper that is not meant to be bound can be static or in an anonymous namespace")
+
+
+def _link_failure(recipe: Recipe, output: str) -> str:
+    """The linker's refusal, said in the user's terms: a library named in ``libraries=``
+    that is not found is named with where it was looked for."""
+    missing = [m for m in re.findall(r"cannot find -l(\S+?):?(?:\s|$)", output) if m in recipe.libraries]
+    if missing:
+        dirs = f"library_dirs={recipe.library_dirs!r} and " if recipe.library_dirs else ""
+        names = ", ".join(f"lib{m}.so" for m in missing)
+        return (f"linking {recipe.name} failed: {names} (libraries={recipe.libraries!r}) is not in {dirs}the system's "
+                f"library folders; install the library's development package, or pass library_dirs= naming the folder "
+                f"that holds it:\n{output}")
+    return f"linking {recipe.name} failed:\n{output}"
+
+
+def _check_symbols(so: Path, decls: Declarations, recipe: Recipe, units: list[tuple[str, str]], workdir: Path,
+                   cxx_only: list[list[str]]) -> None:
     """dlopen the module with every symbol resolved now: a declared function that no
-    file defines (and no library provides) is named, instead of an ImportError later."""
+    file defines (and no library provides), a function defined as C++ where C is
+    declared, or a function the user's code calls that nothing defines is named, in
+    the user's terms, instead of an ImportError later (or a temporary file's name)."""
     import ctypes
 
     try:
         ctypes.CDLL(str(so), mode=os.RTLD_NOW | os.RTLD_LOCAL)
     except OSError as exc:
-        m = re.search(r"undefined symbol: (\w+)", str(exc))
+        message = str(exc).replace(str(so), f"the module built for {recipe.name}")
+        m = re.search(r"undefined symbol: (\S+)", str(exc))
+        where = ", ".join(n for _, n in units) or "the sources"
+        libs = f" nor in the libraries {recipe.libraries}" if recipe.libraries else ""
         if m and m.group(1) in decls.functions:
             fn = decls.functions[m.group(1)]
-            where = ", ".join(units) or "the sources"
-            libs = f" nor in the libraries {recipe.libraries}" if recipe.libraries else ""
+            as_cxx = _cxx_definitions(workdir, units, fn.name)
+            if as_cxx:
+                raise BuildError(
+                    f"function {fn.name!r} is declared ({fn.file}:{fn.line}) as C, but defined as C++: "
+                    + _cxx_only_text(as_cxx)
+                ) from None
             raise BuildError(
                 f"function {fn.name!r} is declared ({fn.file}:{fn.line}) but defined in none of {where}{libs}"
             ) from None
-        raise BuildError(f"the module built for {recipe.name} cannot be loaded: {exc}") from None
+        if m:
+            symbol = m.group(1)
+            users = [shown for k, (_, shown) in enumerate(units)
+                     if any(sym == symbol for sym, _ in _global_symbols(workdir / f"u{k}.o", undefined=True))]
+            spelled = _demangle([symbol])[0]
+            what = f"{spelled!r} (symbol {symbol})" if spelled != symbol else repr(symbol)
+            by = ", ".join(users) if users else where
+            linked = (f"none of the libraries linked ({', '.join(recipe.libraries)}) provides" if recipe.libraries
+                      else "no library is linked (libraries=)")
+            raise BuildError(
+                f"building {recipe.name}: {by} uses {what}, which none of {where} defines and {linked}; "
+                f"add the file that defines it to sources=, or name the library that does in libraries= "
+                f"(with library_dirs= where it is not in a system folder)"
+            ) from None
+        raise BuildError(f"{message} (building {recipe.name})") from None
+
+
+def _cxx_definitions(workdir: Path, units: list[tuple[str, str]], name: str) -> list[list[str]]:
+    """The C++ definitions (mangled) of ``name`` in the user's object files."""
+    found = []
+    for k, (_, shown) in enumerate(units):
+        mangled = [sym for sym, kind in _global_symbols(workdir / f"u{k}.o") if kind == "T" and sym.startswith("_Z")]
+        for sym, signature in zip(mangled, _demangle(mangled)):
+            if _free_function_name(signature) == name:
+                found.append([name, signature, sym, shown])
+    return found
 
 
 __all__ = ["Recipe", "Built", "build", "compiler", "cxx_compiler", "compiler_identity", "is_cxx_file", "GUARD_PREFIX"]

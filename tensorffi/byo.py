@@ -58,7 +58,7 @@ from typing import Any, Callable, Mapping, Sequence
 import cffi
 
 from . import cache as _cache
-from ._buildworker import GUARD_PREFIX, Recipe, build, compiler_identity, is_cxx_file
+from ._buildworker import GUARD_PREFIX, Recipe, _cxx_only_text, build, compiler_identity, is_cxx_file
 from ._calls import CxxErrors
 from ._decl import parse_declarations
 from ._shims import SHIM_PREFIX, abi_shim_cdef, has_array_params
@@ -468,7 +468,10 @@ def compile(
         warnings.warn(BuildWarning(f"the C compiler warned while building {name!r}:\n{warned}"), stacklevel=2)
     if manifest.get("skipped") and manifest.get("created", 0) >= started:  # built now (not again on a cached load)
         warnings.warn(BuildWarning(_skipped_text(name, manifest["skipped"])), stacklevel=2)
-    state.update(cdef=manifest["cdef"], key=manifest["module"], files=deps)
+    derived = recipe.cdef is None and not recipe.header  # what is bound is what the files define
+    if derived and manifest.get("cxx_only") and manifest.get("created", 0) >= started:
+        warnings.warn(BuildWarning(f"{name!r}: not bound: {_cxx_only_text(manifest['cxx_only'])}"), stacklevel=2)
+    state.update(cdef=manifest["cdef"], key=manifest["module"], files=deps, cxx_only=manifest.get("cxx_only", []))
     if portable:
         state["binary"] = Path(module.__file__).read_bytes()
     args, kwargs = _library_args(module, manifest["cdef"], state)
@@ -502,6 +505,7 @@ def _library_args(module: Any, cdef: str, state: dict[str, Any]) -> tuple[tuple[
         default_returns=state["returns"],
         reopen=(_deferred, (_open_compiled, state, f"compile({name!r})"), {}),
         description=f"compile({name!r})",
+        unbound={entry[0]: _cxx_only_text([entry]) for entry in state.get("cxx_only", ())},
     )
 
 
@@ -760,6 +764,7 @@ def _build_into(root: Path, recipe: Recipe, recipe_key: str, files: Mapping[str,
             tensorffi=__version__,
             seconds=built.seconds,
             skipped=built.skipped,
+            cxx_only=built.cxx_only,
         )
         _cache.write_atomic(root / (key + ".json"), json.dumps(manifest).encode())
         index_path = _cache.subdir(root, "recipes") / f"{recipe.name}-{recipe_key[:24]}.json"

@@ -238,6 +238,31 @@ def test_a_declared_function_no_source_defines_is_named(tmp_path, cache):
         tensorffi.compile("missing", "int a(void);\nint b(void);", sources=[tmp_path / "a.c"], cache=cache)
 
 
+def test_a_function_the_users_code_calls_and_nothing_defines_is_named(tmp_path, cache, rng):
+    """A link error names the user's file and the missing symbol (on 36e677b: "the module
+    built for ... cannot be loaded: /root/.cache/tensorffi/tmp.x/_tf_....so: undefined
+    symbol"), and a library it needs, once named, links."""
+    name = "helper_" + "".join(rng.choice(list("abcdefgh"), 6))
+    (tmp_path / "use.c").write_text(f"double {name}(double);\ndouble use(double x) {{ return {name}(x) + 1; }}\n")
+    with pytest.raises(tensorffi.BuildError) as info:
+        tensorffi.compile("uses_missing", sources=[tmp_path / "use.c"], cache=cache)
+    message = str(info.value)
+    assert f"use.c uses '{name}'" in message and "no library is linked" in message and "libraries=" in message
+    assert ".so" not in message and "tmp." not in message  # no temporary file's name
+    (tmp_path / "helper.c").write_text(f"double {name}(double x) {{ return 2 * x; }}\n")
+    lib = tensorffi.compile("uses_missing", sources=[tmp_path / "use.c", tmp_path / "helper.c"], cache=cache)
+    x = float(rng.standard_normal())
+    assert lib.use(x) == 2 * x + 1
+
+
+def test_a_library_the_linker_cannot_find_is_named(tmp_path, cache):
+    (tmp_path / "a.c").write_text("int a(void) { return 1; }\n")
+    with pytest.raises(tensorffi.BuildError, match=r"libnosuchlib_tf\.so \(libraries=\['nosuchlib_tf'\]\) is not in "
+                       r"library_dirs=\[.*\] and the system's library folders; install"):
+        tensorffi.compile("nolib", sources=[tmp_path / "a.c"], libraries=["nosuchlib_tf"], library_dirs=[tmp_path],
+                          cache=cache)
+
+
 # --------------------------------------------------------------------------- #
 # Errors in the user's own terms                                               #
 # --------------------------------------------------------------------------- #

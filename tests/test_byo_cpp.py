@@ -248,8 +248,11 @@ def test_a_cpp_source_with_a_header_binds_what_has_c_linkage(tmp_path, cxx, rng)
     (tmp_path / "cumsum.cpp").write_text(IMPL)
     cache = tmp_path / "cache"
     contracts = {"cumsum_scaled": "x: [n]; y: out [n]"}
-    lib = tensorffi.compile("cumsum", sources=[tmp_path / "cumsum.cpp"], contracts=contracts, cache=cache)
+    with pytest.warns(tensorffi.BuildWarning, match=r'not bound: .*cxx_linkage_only\(int\) \(symbol _Z16cxx_linkage_onlyi'):
+        lib = tensorffi.compile("cumsum", sources=[tmp_path / "cumsum.cpp"], contracts=contracts, cache=cache)
     assert sorted(lib.functions) == ["cumsum_scaled"]
+    with pytest.raises(AttributeError, match=r'does not bind \'cxx_linkage_only\'.*without extern "C"'):
+        lib.cxx_linkage_only
     x = rng.standard_normal(100).astype(np.float32)
     np.testing.assert_allclose(lib.cumsum_scaled(x), 2 * np.cumsum(x.astype(np.float64)), rtol=1e-4, atol=1e-4)
     # the same through header=
@@ -258,8 +261,45 @@ def test_a_cpp_source_with_a_header_binds_what_has_c_linkage(tmp_path, cxx, rng)
     np.testing.assert_array_equal(via.cumsum_scaled(x), lib.cumsum_scaled(x))
     # an edited C++ header the .cpp includes rebuilds
     (tmp_path / "scale.hpp").write_text(_scale_hpp("-0.5"))
-    lib = tensorffi.compile("cumsum", sources=[tmp_path / "cumsum.cpp"], contracts=contracts, cache=cache)
+    with pytest.warns(tensorffi.BuildWarning, match="cxx_linkage_only"):
+        lib = tensorffi.compile("cumsum", sources=[tmp_path / "cumsum.cpp"], contracts=contracts, cache=cache)
     np.testing.assert_allclose(lib.cumsum_scaled(x), -0.5 * np.cumsum(x.astype(np.float64)), rtol=1e-4, atol=1e-4)
+
+
+CXX_ONLY = """#include <cstdint>
+namespace detail { double twice(double v) { return 2 * v; } }   // namespaced: never C's
+struct Acc { double total = 0; void add(double v) { total += v; } };
+void scale(float *x, int64_t n, float a) { for (int64_t i = 0; i < n; i++) x[i] *= a; }
+double mean(const double *x, int64_t n) { Acc a; for (int64_t i = 0; i < n; i++) a.add(x[i]); return a.total / n; }
+"""
+
+
+def test_cpp_functions_without_extern_c_are_named_not_left_out(tmp_path, cxx, rng):
+    """A C++ file whose functions lack extern "C" (on 36e677b: "defines no function with
+    external linkage", or silently not bound beside one that has it) names each function
+    as C++ spells it and its mangled symbol; with extern "C" the same file binds."""
+    (tmp_path / "only.cpp").write_text(CXX_ONLY)
+    cache = tmp_path / "cache"
+    with pytest.raises(tensorffi.DeclarationError, match=r'no function with C linkage to bind: C\+\+ function\(s\) defined '
+                       r'without extern "C": scale\(float\*, long, float\) \(symbol _Z5scalePflf, .*only\.cpp\); '
+                       r'mean\(double const\*, long\) \(symbol _Z4meanPKdl, .*\)\. .*write extern "C"') as info:
+        tensorffi.compile("cxx_only", sources=[tmp_path / "only.cpp"], cache=cache)
+    assert "twice" not in str(info.value) and "Acc" not in str(info.value)  # not callable from C in any case
+    # one of them given C linkage: it binds, the other is named where it is asked for
+    (tmp_path / "only.cpp").write_text(CXX_ONLY.replace("double mean(", 'extern "C" double mean('))
+    with pytest.warns(tensorffi.BuildWarning, match=r"not bound: .*scale\(float\*, long, float\)"):
+        lib = tensorffi.compile("cxx_only", sources=[tmp_path / "only.cpp"], cache=cache)
+    x = rng.standard_normal(33)
+    assert lib.mean(x, len(x)) == pytest.approx(float(np.mean(x)), rel=1e-12)
+    with pytest.raises(AttributeError, match=r"does not bind 'scale': .*_Z5scalePflf"):
+        lib.scale
+    with pytest.raises(tensorffi.ContractError, match=r"contracts name 'scale', which cannot be bound: .*extern \"C\""):
+        tensorffi.compile("cxx_only", sources=[tmp_path / "only.cpp"], cache=cache, contracts={"scale": "x: inout [n]"})
+    # a cdef declaring it as C: the definition is named, not "defined in none of"
+    with pytest.raises(tensorffi.BuildError, match=r"'scale' is declared \(<cdef>:1\) as C, but defined as C\+\+: .*"
+                       r"symbol _Z5scalePflf"):
+        tensorffi.compile("cxx_only_cdef", "void scale(float *x, int64_t n, float a);",
+                          sources=[tmp_path / "only.cpp"], cache=cache)
 
 
 def test_a_source_string_in_cpp_and_mixed_c_and_cpp_files(tmp_path, cxx, rng):
