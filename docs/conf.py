@@ -13,7 +13,10 @@ release = version = tensorffi.__version__
 extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.intersphinx"]
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
-autodoc_default_options = {"members": True, "undoc-members": False, "show-inheritance": True}
+# No default "members": every directive says which members it documents (Sphinx 9
+# lets a default "members": True override a directive's explicit list, which documented
+# every name of tensorffi.__all__ a second time).
+autodoc_default_options = {"undoc-members": False, "show-inheritance": True}
 napoleon_numpy_docstring = False
 napoleon_google_docstring = True
 napoleon_use_ivar = True  # "Attributes:" as fields: no second description of a property
