@@ -319,10 +319,18 @@ def test_streaming_in_chunks_equals_one_call(kind, dtype, rng):
         else:
             # float32 data in float64 arithmetic (poles near the unit circle): the
             # states are rounded to float32 between calls (they are float32 arrays),
-            # and such filters amplify that rounding, most of all in their states
-            assert rel_err(chunked, to_numpy(whole)) <= 1e-5
-            assert rel_err(z, to_numpy(zf_whole)) <= 1e-3
-        assert rel_err(chunked, ss.sosfilt(sos, x.astype(np.float64), zi=zi0.astype(np.float64))[0]) <= (
+            # and such filters amplify that rounding by their gain, which a random
+            # filter does not bound. The reference does the same: SciPy in float64 on
+            # each chunk, its states rounded to float32 between chunks.
+            ref_parts, zr = [], zi0
+            for a, b in ((a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a):  # SciPy refuses empty ones
+                yr, zr64 = ss.sosfilt(sos, x[:, a:b].astype(np.float64), zi=zr.astype(np.float64))
+                ref_parts.append(yr.astype(np.float32))
+                zr = zr64.astype(np.float32)
+            assert rel_err(chunked, np.concatenate(ref_parts, axis=1)) <= 1e-6
+            assert rel_err(z, zr) <= 1e-6
+        # (the one call against SciPy: chunks equal it above, or equal SciPy chunk by chunk)
+        assert rel_err(whole, ss.sosfilt(sos, x.astype(np.float64), zi=zi0.astype(np.float64))[0]) <= (
             1e-12 if dtype == np.float64 else 1e-5)
 
 
