@@ -168,6 +168,12 @@ def test_numel_fill_counts_every_element(lib, rng):
         x = rng.standard_normal(shape)
         assert lib.sum_all(x) == pytest.approx(x.sum(), rel=1e-12)
         assert lib.sum_all(torch.from_numpy(x)) == pytest.approx(x.sum(), rel=1e-12)
+        # views C cannot read in place (a transpose, every other column): the bridge
+        # copies them, on the path that makes copies, and counts the copy's elements
+        t = torch.from_numpy(x)
+        for view, tview in ((x.T, t.T), (x[:, ::2], t[:, ::2])):
+            assert lib.sum_all(view) == pytest.approx(view.sum(), rel=1e-12)
+            assert lib.sum_all(tview) == pytest.approx(view.sum(), rel=1e-12)
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.int32, torch.bfloat16])
