@@ -95,8 +95,9 @@ def assert_close_to(got, want, scale_from, tol):
 
 
 # (positions, velocity changes). float32: close encounters of random systems amplify
-# rounding (typical errors are 1e-7 and 1e-6; a wrong kernel gives 1e-2 or more).
-TOL = {"float32": (2e-5, 3e-4), "float64": (1e-13, 1e-12)}
+# rounding (typical errors are 1e-7 and 1e-6, and random draws reach 2.2e-5 in
+# positions: seen in CI; a wrong kernel gives 1e-2 or more).
+TOL = {"float32": (1e-4, 1e-3), "float64": (1e-13, 1e-12)}
 
 
 # --------------------------------------------------------------------------- #
