@@ -1111,12 +1111,16 @@ def _cxx_only_of_units(workdir: Path, units: list[tuple[str, str]], cxx_unit: li
             if rc != 0:
                 continue
             obj = probe
-        mangled = [sym for sym, kind in _global_symbols(obj) if kind == "T" and sym.startswith("_Z")]
-        for sym, signature in zip(mangled, _demangle(mangled)):
-            name = _free_function_name(signature)
-            if name is not None and name not in declared:
-                found.append([name, signature, sym, shown])
+        found += [[name, sig, sym, shown] for name, sig, sym in _cxx_functions(obj) if name not in declared]
     return found
+
+
+def _cxx_functions(obj: Path) -> list[tuple[str, str, str]]:
+    """``(name, signature, symbol)`` of each global-namespace function an object file
+    defines with C++ linkage (a mangled symbol)."""
+    mangled = [sym for sym, kind in _global_symbols(obj) if kind == "T" and sym.startswith("_Z")]
+    named = [(_free_function_name(sig), sig, sym) for sym, sig in zip(mangled, _demangle(mangled))]
+    return [(name, sig, sym) for name, sig, sym in named if name is not None]
 
 
 def _cxx_only_text(entries: list[list[str]]) -> str:
@@ -1186,13 +1190,8 @@ def _check_symbols(so: Path, decls: Declarations, recipe: Recipe, units: list[tu
 
 def _cxx_definitions(workdir: Path, units: list[tuple[str, str]], name: str) -> list[list[str]]:
     """The C++ definitions (mangled) of ``name`` in the user's object files."""
-    found = []
-    for k, (_, shown) in enumerate(units):
-        mangled = [sym for sym, kind in _global_symbols(workdir / f"u{k}.o") if kind == "T" and sym.startswith("_Z")]
-        for sym, signature in zip(mangled, _demangle(mangled)):
-            if _free_function_name(signature) == name:
-                found.append([name, signature, sym, shown])
-    return found
+    return [[fn, sig, sym, shown] for k, (_, shown) in enumerate(units)
+            for fn, sig, sym in _cxx_functions(workdir / f"u{k}.o") if fn == name]
 
 
 __all__ = ["Recipe", "Built", "build", "compiler", "cxx_compiler", "compiler_identity", "is_cxx_file", "GUARD_PREFIX"]

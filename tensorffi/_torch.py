@@ -162,7 +162,20 @@ def _register_quietly() -> None:
         )
 
 
-def _wrap(loader: Any, after: Any) -> None:
+def find_spec_elsewhere(skip: Any, fullname: str, path: Any = None, target: Any = None) -> Any:
+    """The spec the other finders of ``sys.meta_path`` (all but ``skip``) find for
+    ``fullname``: what a post-import hook's finder hands on, its loader wrapped."""
+    for finder in sys.meta_path:
+        if finder is skip or not hasattr(finder, "find_spec"):
+            continue
+        spec = finder.find_spec(fullname, path, target)
+        if spec is not None:
+            return spec
+    return None
+
+
+def wrap_loader(loader: Any, after: Callable[[Any], None]) -> None:
+    """Make ``loader`` run ``after(module)`` once it has executed a module."""
     exec_module = loader.exec_module
 
     def wrapped(module: Any) -> None:
@@ -194,18 +207,12 @@ class _Finder:
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if fullname != "torch" and not fullname.startswith("tensorffi."):
             return None
-        spec = None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                break
+        spec = find_spec_elsewhere(self, fullname, path, target)
         loader = getattr(spec, "loader", None)
         if loader is None or not hasattr(loader, "exec_module"):
             return spec
         if fullname == "torch":
-            _wrap(loader, lambda module: _after_torch())
+            wrap_loader(loader, lambda module: _after_torch())
         else:
             loader.exec_module = _enter_tensorffi(loader.exec_module)
         return spec

@@ -277,22 +277,12 @@ class _DynamoFinder:
             sys.meta_path.remove(self)
         except ValueError:
             pass
-        spec = None
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            if find is not None:
-                spec = find(fullname, path, target)
-                if spec is not None:
-                    break
+        from ._torch import find_spec_elsewhere, wrap_loader
+
+        spec = find_spec_elsewhere(self, fullname, path, target)
         loader = getattr(spec, "loader", None)
-        exec_module = getattr(loader, "exec_module", None)
-        if exec_module is not None:
-
-            def wrapped(module: Any) -> None:
-                exec_module(module)
-                _register_with_dynamo()
-
-            loader.exec_module = wrapped  # type: ignore[union-attr]  # this spec's loader only
+        if loader is not None and hasattr(loader, "exec_module"):
+            wrap_loader(loader, lambda module: _register_with_dynamo())  # this spec's loader only
         return spec
 
 
